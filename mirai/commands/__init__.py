@@ -1,0 +1,1 @@
+"""Subcommands of the `mirai` command line."""
