@@ -1,0 +1,318 @@
+/**
+ * The page: header (language, example, panes, permalink, theme), the source editor, and the output
+ * panes. Holds the page state, compiles panes when it changes, saves and restores permalinks.
+ */
+import { fetchCatalog, fetchVersion, freeIrCache, loadPermalink, savePermalink } from "./api";
+import { defaultIrType, type Catalog, type Language, type Syntax } from "./catalog";
+import { createEditor, type CodeEditor } from "./editor";
+import { EXAMPLES, examplePanes } from "./examples";
+import { guessRawSyntax } from "./irModes";
+import { LANGUAGES, newPane, parseState, type PageState } from "./state";
+import { applyTheme, currentTheme, initialTheme } from "./theme";
+import { copyText, flash, h } from "./ui/dom";
+import { renderError } from "./ui/errorView";
+import { Pane } from "./ui/pane";
+
+const LANGUAGE_LABELS: Record<Language, string> = {
+  pytorch: "PyTorch",
+  triton: "Triton",
+  raw_ir: "Raw IR",
+};
+const AUTOSAVE_KEY = "mirai-explorer-state";
+const SOURCE_DEBOUNCE_MS = 800;
+const PANE_DEBOUNCE_MS = 500;
+
+export class App {
+  private language: Language = "pytorch";
+  private panes: Pane[] = [];
+  private source!: CodeEditor;
+  private sourceSyntax: Syntax = "python";
+  private readonly languageSelect: HTMLSelectElement;
+  private readonly panesHost: HTMLElement;
+  private readonly banner: HTMLElement;
+  private readonly shareBox: HTMLElement;
+  private readonly shareUrl: HTMLInputElement;
+  private readonly footer: HTMLElement;
+  private readonly timers = new Map<object, number>();
+  private lastTritonCode: string | null = null;
+  private restoring = false;
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly catalog: Catalog,
+  ) {
+    this.languageSelect = h(
+      "select",
+      {
+        id: "language",
+        "aria-label": "Input language",
+        on: { change: () => this.setLanguage(this.languageSelect.value as Language) },
+      },
+      ...LANGUAGES.map((l) => h("option", { value: l }, LANGUAGE_LABELS[l])),
+    );
+    this.panesHost = h("div", { class: "panes" });
+    this.banner = h("div", { class: "banner" });
+    this.shareUrl = h("input", { class: "share-url", readOnly: true, "aria-label": "Permalink" });
+    const copyShare: HTMLButtonElement = h(
+      "button",
+      {
+        type: "button",
+        class: "small",
+        on: { click: () => void copyText(this.shareUrl.value).then(() => flash(copyShare, "Copied")) },
+      },
+      "Copy link",
+    );
+    this.shareBox = h("div", { class: "share-box", hidden: true }, "Permalink: ", this.shareUrl, copyShare);
+    this.footer = h("footer", { class: "footer" });
+  }
+
+  /** Builds the page and shows the permalink in the URL, the autosaved state, or the example. */
+  async start(): Promise<void> {
+    applyTheme(initialTheme());
+    const themeButton: HTMLButtonElement = h(
+      "button",
+      {
+        type: "button",
+        id: "theme-toggle",
+        title: "Switch light/dark theme",
+        on: {
+          click: () => {
+            applyTheme(currentTheme() === "dark" ? "light" : "dark");
+            themeButton.textContent = themeLabel();
+          },
+        },
+      },
+      themeLabel(),
+    );
+    const sourceHost = h("div", { class: "editor-host" });
+    this.root.append(
+      h(
+        "header",
+        { class: "topbar" },
+        h("h1", {}, h("span", { class: "logo" }, "mirai"), " explorer"),
+        h("label", { class: "field" }, "Language ", this.languageSelect),
+        h("button", { type: "button", id: "load-example", on: { click: () => this.loadExample() } }, "Load example"),
+        h("span", { class: "spacer" }),
+        h("button", { type: "button", id: "compile-all", class: "primary", title: "Ctrl+Enter", on: { click: () => this.compileAll() } }, "Compile all"),
+        h("button", { type: "button", id: "add-pane", on: { click: () => this.addPane() } }, "+ Pane"),
+        h("button", { type: "button", id: "share", on: { click: () => void this.share() } }, "Share"),
+        themeButton,
+      ),
+      this.shareBox,
+      this.banner,
+      h(
+        "main",
+        { class: "workspace" },
+        h(
+          "section",
+          { class: "source", "aria-label": "Source" },
+          h("div", { class: "source-header" }, "Source"),
+          sourceHost,
+        ),
+        this.panesHost,
+      ),
+      this.footer,
+    );
+    this.source = createEditor(sourceHost, {
+      text: "",
+      syntax: "python",
+      readOnly: false,
+      label: "Source code",
+      onChange: () => this.sourceChanged(),
+    });
+    document.addEventListener("keydown", (e) => {
+      if ((e.ctrlKey || e.metaKey) && e.key === "Enter") {
+        e.preventDefault();
+        this.compileAll();
+      }
+    });
+    void fetchVersion().then((v) => {
+      this.footer.textContent = `server: ${v} · IR types: ${this.catalog.source} · Ctrl+Enter compiles`;
+    });
+    await this.restoreInitialState();
+  }
+
+  private async restoreInitialState(): Promise<void> {
+    const id = new URLSearchParams(window.location.search).get("p");
+    if (id) {
+      const loaded = await loadPermalink(id);
+      if ("state" in loaded) {
+        const state = parseState(loaded.state);
+        if (typeof state !== "string") return this.apply(state);
+        this.showBanner({ status: "error", message: "This permalink holds an unusable state", detail: state });
+      } else {
+        this.showBanner(loaded);
+      }
+    }
+    const saved = parseState(safeJson(localStorage.getItem(AUTOSAVE_KEY)));
+    if (typeof saved !== "string") return this.apply(saved);
+    this.apply({ version: 1, language: "pytorch", code: EXAMPLES.pytorch, panes: examplePanes("pytorch") });
+  }
+
+  /** The whole state (what a permalink stores). */
+  state(): PageState {
+    return {
+      version: 1,
+      language: this.language,
+      code: this.source.getText(),
+      panes: this.panes.map((p) => p.state),
+    };
+  }
+
+  /** Shows `state` and compiles every pane. */
+  apply(state: PageState): void {
+    this.restoring = true;
+    this.language = state.language;
+    this.languageSelect.value = state.language;
+    this.source.setText(state.code);
+    this.updateSourceSyntax();
+    for (const p of this.panes) p.destroy();
+    this.panes = [];
+    for (const paneState of state.panes) this.addPane(paneState, false);
+    this.restoring = false;
+    this.compileAll();
+  }
+
+  private addPane(state = newPane(defaultIrType(this.language)), compile = true): void {
+    const pane: Pane = new Pane(
+      state,
+      {
+        catalog: this.catalog,
+        source: () => ({ code: this.source.getText(), language: this.language }),
+        changed: (recompile) => {
+          this.autosave();
+          if (recompile) this.debounce(pane, PANE_DEBOUNCE_MS, () => void pane.compile());
+        },
+        remove: (p) => this.removePane(p),
+      },
+      this.panes.length,
+    );
+    this.panes.push(pane);
+    this.panesHost.appendChild(pane.element);
+    if (compile) {
+      this.autosave();
+      void pane.compile();
+    }
+  }
+
+  private removePane(pane: Pane): void {
+    if (this.panes.length === 1) return; // the page always keeps one pane
+    pane.destroy();
+    this.panes = this.panes.filter((p) => p !== pane);
+    this.autosave();
+  }
+
+  private setLanguage(language: Language): void {
+    const previous = this.language;
+    this.language = language;
+    // Swap in the new language's example unless the user wrote code of their own.
+    const code = this.source.getText().trim();
+    if (code === "" || code === EXAMPLES[previous].trim()) {
+      this.apply({ version: 1, language, code: EXAMPLES[language], panes: examplePanes(language) });
+      return;
+    }
+    this.updateSourceSyntax();
+    for (const p of this.panes) p.refreshIrTypes();
+    this.autosave();
+    this.compileAll();
+  }
+
+  private loadExample(): void {
+    this.apply({
+      version: 1,
+      language: this.language,
+      code: EXAMPLES[this.language],
+      panes: examplePanes(this.language),
+    });
+  }
+
+  private sourceChanged(): void {
+    if (this.restoring) return;
+    this.updateSourceSyntax();
+    this.autosave();
+    this.debounce(this, SOURCE_DEBOUNCE_MS, () => this.compileAll());
+  }
+
+  private updateSourceSyntax(): void {
+    const syntax: Syntax =
+      this.language === "raw_ir" ? guessRawSyntax(this.source.getText()) : "python";
+    if (syntax !== this.sourceSyntax) {
+      this.sourceSyntax = syntax;
+      this.source.setSyntax(syntax);
+    }
+  }
+
+  compileAll(): void {
+    this.clearTimer(this);
+    this.freeStaleTritonCache();
+    for (const p of this.panes) {
+      this.clearTimer(p);
+      void p.compile();
+    }
+  }
+
+  /** Tells the server a Triton source is gone, so its kernel cache can go (guide §2.2). */
+  private freeStaleTritonCache(): void {
+    const code = this.language === "triton" ? this.source.getText() : null;
+    if (this.lastTritonCode !== null && this.lastTritonCode !== code) {
+      void freeIrCache(this.lastTritonCode);
+    }
+    this.lastTritonCode = code;
+  }
+
+  private async share(): Promise<void> {
+    const saved = await savePermalink(this.state());
+    if ("id" in saved) {
+      const params = new URLSearchParams(window.location.search);
+      params.set("p", saved.id);
+      history.replaceState(null, "", `${window.location.pathname}?${params}`);
+      this.shareUrl.value = window.location.href;
+      this.shareBox.hidden = false;
+      this.shareUrl.select();
+      this.showBanner(null);
+    } else {
+      this.showBanner(saved);
+    }
+  }
+
+  private showBanner(error: Parameters<typeof renderError>[0] | null): void {
+    this.banner.replaceChildren(...(error ? [renderError(error)] : []));
+  }
+
+  private autosave(): void {
+    if (this.restoring) return;
+    localStorage.setItem(AUTOSAVE_KEY, JSON.stringify(this.state()));
+  }
+
+  private debounce(key: object, ms: number, fn: () => void): void {
+    this.clearTimer(key);
+    this.timers.set(key, window.setTimeout(fn, ms));
+  }
+
+  private clearTimer(key: object): void {
+    const timer = this.timers.get(key);
+    if (timer !== undefined) clearTimeout(timer);
+    this.timers.delete(key);
+  }
+}
+
+function themeLabel(): string {
+  return currentTheme() === "dark" ? "☀ Light" : "☾ Dark";
+}
+
+function safeJson(text: string | null): unknown {
+  try {
+    return text === null ? null : JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+/** Starts the page in `root`. */
+export async function main(root: HTMLElement): Promise<App> {
+  const catalog = await fetchCatalog();
+  const app = new App(root, catalog);
+  await app.start();
+  (window as unknown as { miraiExplorer: App }).miraiExplorer = app;
+  return app;
+}

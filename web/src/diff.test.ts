@@ -1,0 +1,45 @@
+/** Unit tests of the line diff. */
+import { describe, expect, it } from "vitest";
+import { diffLines, diffStats, toHunks, unifiedDiff } from "./diff";
+
+describe("diffLines", () => {
+  it("finds nothing between equal texts", () => {
+    const d = diffLines(["a", "b"], ["a", "b"]);
+    expect(d.every((l) => l.op === "same")).toBe(true);
+  });
+  it("finds one replaced line", () => {
+    const d = diffLines(["a", "b", "c"], ["a", "x", "c"]);
+    expect(d.map((l) => l.op + l.text)).toEqual(["samea", "delb", "addx", "samec"]);
+    expect(diffStats(d)).toEqual({ added: 1, removed: 1 });
+  });
+  it("handles empty sides", () => {
+    expect(diffLines([], ["a"]).map((l) => l.op)).toEqual(["add"]);
+    expect(diffLines(["a"], []).map((l) => l.op)).toEqual(["del"]);
+    expect(diffLines([], [])).toEqual([]);
+  });
+  it("rebuilds both texts", () => {
+    const a = "1 2 3 4 5 6 7 8 9".split(" ");
+    const b = "0 1 3 4 x 6 7 9 10".split(" ");
+    const d = diffLines(a, b);
+    expect(d.filter((l) => l.op !== "add").map((l) => l.text)).toEqual(a);
+    expect(d.filter((l) => l.op !== "del").map((l) => l.text)).toEqual(b);
+  });
+});
+
+describe("toHunks", () => {
+  it("keeps context and splits far changes", () => {
+    const a = Array.from({ length: 30 }, (_, i) => `l${i}`);
+    const b = [...a];
+    b[2] = "X";
+    b[25] = "Y";
+    const hunks = toHunks(diffLines(a, b), 3);
+    expect(hunks.length).toBe(2);
+    expect(hunks[0]!.oldStart).toBe(1);
+    expect(hunks[1]!.oldStart).toBe(23);
+  });
+  it("writes a unified diff", () => {
+    const text = unifiedDiff("a\nb\n", "a\nc\n", "old", "new");
+    expect(text).toContain("-b\n+c");
+    expect(text.startsWith("--- old\n+++ new\n@@ -1,")).toBe(true);
+  });
+});

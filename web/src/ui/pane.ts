@@ -1,0 +1,295 @@
+/**
+ * One output pane: its own IR type and pipeline, a compile with progress and cancel, the output
+ * (highlighted, copy, download), stage stepping and diffs for dumps, and errors.
+ */
+import { generateWithProgress, type Failure, type GenerateRequest } from "../api";
+import { findIrType, irTypesFor, defaultIrType, type Catalog, type Language } from "../catalog";
+import { createEditor, type CodeEditor } from "../editor";
+import { toRequestFields } from "../pipeline";
+import { splitStages, type Stage } from "../stages";
+import type { PaneState } from "../state";
+import { unifiedDiff } from "../diff";
+import { renderDiff } from "./diffView";
+import { clear, copyText, download, flash, h } from "./dom";
+import { renderError } from "./errorView";
+import { PipelineBuilder } from "./pipelineBuilder";
+import { ProgressView } from "./progressView";
+import { StageNav, type StageMode } from "./stageNav";
+
+export interface PaneContext {
+  catalog: Catalog;
+  source(): { code: string; language: Language };
+  /** The pane's state changed (to save it); `recompile` when the output is now stale. */
+  changed(recompile: boolean): void;
+  remove(pane: Pane): void;
+}
+
+/** Triton targets offered; the server compiles GPU-less for any of them. */
+const TRITON_TARGETS: [string, string][] = [
+  ["", "default target"],
+  ["cuda:80", "CUDA sm_80"],
+  ["cuda:90", "CUDA sm_90"],
+  ["cuda:100", "CUDA sm_100"],
+  ["hip:gfx90a", "HIP gfx90a"],
+  ["hip:gfx942", "HIP gfx942"],
+];
+
+const EXTENSION: Record<string, string> = {
+  mlir: "mlir",
+  llvm: "ll",
+  ptx: "ptx",
+  asm: "s",
+  python: "py",
+  cpp: "cc",
+  text: "txt",
+};
+
+export class Pane {
+  readonly element: HTMLElement;
+  private readonly irSelect: HTMLSelectElement;
+  private readonly targetSelect: HTMLSelectElement;
+  private readonly pipeline: PipelineBuilder;
+  private readonly progress: ProgressView;
+  private readonly errorBox: HTMLElement;
+  private readonly stageNav: StageNav;
+  private readonly outputHost: HTMLElement;
+  private readonly diffHost: HTMLElement;
+  private readonly output: CodeEditor;
+  private readonly statusLine: HTMLElement;
+  private controller: AbortController | null = null;
+  private lastOutput = "";
+
+  constructor(
+    public state: PaneState,
+    private readonly ctx: PaneContext,
+    index: number,
+  ) {
+    this.irSelect = h("select", {
+      class: "ir-type",
+      "aria-label": "IR type",
+      on: { change: () => this.setIrType(this.irSelect.value) },
+    });
+    this.targetSelect = h(
+      "select",
+      {
+        class: "triton-target",
+        "aria-label": "Triton target",
+        title: "GPU target of Triton compilation",
+        on: { change: () => this.setTarget(this.targetSelect.value) },
+      },
+      ...TRITON_TARGETS.map(([value, label]) => h("option", { value }, label)),
+    );
+    const copyButton: HTMLButtonElement = h(
+      "button",
+      {
+        type: "button",
+        class: "copy",
+        title: "Copy what the pane shows",
+        on: { click: () => void copyText(this.shownText()).then(() => flash(copyButton, "Copied")) },
+      },
+      "Copy",
+    );
+    const downloadButton = h(
+      "button",
+      { type: "button", class: "download", title: "Download what the pane shows", on: { click: () => this.download() } },
+      "Download",
+    );
+    this.pipeline = new PipelineBuilder(
+      { steps: state.steps, dumpAfterEach: state.dumpAfterEach },
+      ctx.catalog.tools,
+      (model) => {
+        this.state = { ...this.state, steps: model.steps, dumpAfterEach: model.dumpAfterEach };
+        this.ctx.changed(true);
+      },
+    );
+    this.progress = new ProgressView(() => this.cancel());
+    this.errorBox = h("div", { class: "error-host" });
+    this.stageNav = new StageNav((stages, i, mode) => this.showStage(stages, i, mode));
+    this.outputHost = h("div", { class: "output-host" });
+    this.diffHost = h("div", { class: "diff-host", hidden: true });
+    this.statusLine = h("span", { class: "pane-status" });
+    this.element = h(
+      "section",
+      { class: "pane", "aria-label": `Output pane ${index + 1}` },
+      h(
+        "header",
+        { class: "pane-header" },
+        this.irSelect,
+        this.targetSelect,
+        h("button", { type: "button", class: "compile primary", on: { click: () => void this.compile() } }, "Compile"),
+        copyButton,
+        downloadButton,
+        this.statusLine,
+        h(
+          "button",
+          {
+            type: "button",
+            class: "icon close-pane",
+            title: "Close this pane",
+            "aria-label": "Close this pane",
+            on: { click: () => this.ctx.remove(this) },
+          },
+          "×",
+        ),
+      ),
+      this.pipeline.element,
+      this.progress.element,
+      this.errorBox,
+      this.stageNav.element,
+      h("div", { class: "output-area" }, this.outputHost, this.diffHost),
+    );
+    this.output = createEditor(this.outputHost, {
+      text: "",
+      syntax: findIrType(ctx.catalog, state.irType).syntax,
+      readOnly: true,
+      label: "IR output",
+    });
+    this.refreshIrTypes();
+  }
+
+  /** Refills the IR type list for the source's language, keeping the type when it fits. */
+  refreshIrTypes(): void {
+    const { language } = this.ctx.source();
+    const types = irTypesFor(this.ctx.catalog, language);
+    clear(this.irSelect);
+    for (const t of types) {
+      this.irSelect.appendChild(h("option", { value: t.value, title: t.description ?? "" }, t.label));
+    }
+    if (!types.some((t) => t.value === this.state.irType)) {
+      const fallback = types.find((t) => t.value === defaultIrType(language)) ?? types[0];
+      if (fallback) this.state = { ...this.state, irType: fallback.value };
+    }
+    this.irSelect.value = this.state.irType;
+    this.refreshTarget();
+    this.output.setSyntax(findIrType(this.ctx.catalog, this.state.irType).syntax);
+  }
+
+  private refreshTarget(): void {
+    const triton = findIrType(this.ctx.catalog, this.state.irType).group === "triton";
+    this.targetSelect.hidden = !triton;
+    this.targetSelect.value = this.state.tritonTarget ?? "";
+  }
+
+  private setTarget(value: string): void {
+    const { tritonTarget: _old, ...rest } = this.state;
+    this.state = value === "" ? rest : { ...rest, tritonTarget: value };
+    this.ctx.changed(true);
+  }
+
+  private setIrType(value: string): void {
+    this.state = { ...this.state, irType: value };
+    this.refreshTarget();
+    this.output.setSyntax(findIrType(this.ctx.catalog, value).syntax);
+    this.ctx.changed(true);
+  }
+
+  /** The request this pane sends for the current source. */
+  request(): GenerateRequest {
+    const { code, language } = this.ctx.source();
+    const req: GenerateRequest = {
+      code,
+      ir_type: this.state.irType,
+      selected_language: language,
+      ...toRequestFields(this.state.steps),
+    };
+    if (this.state.dumpAfterEach) req["dump_after_each_opt"] = true;
+    const triton = findIrType(this.ctx.catalog, this.state.irType).group === "triton";
+    if (triton && this.state.tritonTarget) req["triton_target"] = this.state.tritonTarget;
+    return req;
+  }
+
+  /** Compiles, replacing any compilation still running in this pane. */
+  async compile(): Promise<void> {
+    this.controller?.abort();
+    const controller = new AbortController();
+    this.controller = controller;
+    this.element.dataset["busy"] = "true";
+    this.statusLine.textContent = "";
+    const started = performance.now();
+    // Only compilations that take a while show the progress line.
+    let showProgress = false;
+    const reveal = setTimeout(() => (showProgress = true), 250);
+    const result = await generateWithProgress(
+      this.request(),
+      (p) => {
+        if (showProgress) this.progress.show(p);
+      },
+      controller.signal,
+    );
+    clearTimeout(reveal);
+    if (this.controller !== controller) return; // superseded by a newer compile
+    this.controller = null;
+    this.progress.hide();
+    delete this.element.dataset["busy"];
+    const seconds = ((performance.now() - started) / 1000).toFixed(2);
+    if (result.status === "ok") {
+      this.showError(null);
+      this.setOutput(result.output);
+      this.statusLine.textContent = `${seconds} s`;
+      this.element.dataset["state"] = "ok";
+    } else {
+      this.showError(result);
+      this.element.dataset["state"] = result.message === "Cancelled" ? "cancelled" : "error";
+    }
+  }
+
+  cancel(): void {
+    this.controller?.abort();
+  }
+
+  private showError(error: Failure | null): void {
+    clear(this.errorBox);
+    if (error) this.errorBox.appendChild(renderError(error));
+  }
+
+  private setOutput(output: string): void {
+    this.lastOutput = output;
+    this.stageNav.setStages(splitStages(output));
+  }
+
+  private showStage(stages: Stage[], index: number, mode: StageMode): void {
+    const stage = stages[index];
+    if (!stage) return;
+    const diff = mode === "diff" && index > 0;
+    this.outputHost.hidden = diff;
+    this.diffHost.hidden = !diff;
+    if (diff) {
+      clear(this.diffHost);
+      const before = stages[index - 1]!;
+      this.diffHost.appendChild(renderDiff(before.text, stage.text, before.title, stage.title));
+    } else {
+      const text = stages.length > 1 ? stage.text : this.lastOutput;
+      this.output.setText(text);
+    }
+  }
+
+  /** The text on screen: the stage, the diff, or the whole output. */
+  private shownText(): string {
+    const { stage, previous, mode } = this.stageNav.current();
+    if (!stage) return this.lastOutput;
+    if (mode === "diff" && previous) {
+      return unifiedDiff(previous.text, stage.text, previous.title, stage.title);
+    }
+    return this.output.getText();
+  }
+
+  private download(): void {
+    const syntax = findIrType(this.ctx.catalog, this.state.irType).syntax;
+    const { mode, previous } = this.stageNav.current();
+    const ext = mode === "diff" && previous ? "diff" : EXTENSION[syntax] ?? "txt";
+    download(`${this.state.irType}.${ext}`, this.shownText());
+  }
+
+  /** Replaces the pane's settings (from a permalink). */
+  setState(state: PaneState): void {
+    this.state = state;
+    this.pipeline.set({ steps: state.steps, dumpAfterEach: state.dumpAfterEach });
+    this.refreshIrTypes();
+  }
+
+  destroy(): void {
+    this.cancel();
+    this.output.view.destroy();
+    this.element.remove();
+  }
+}
