@@ -1,0 +1,62 @@
+"""One /generate_ir request, start to finish, as a worker runs it: generator for the ir_type, then
+the optional pipeline, in a fresh temporary directory. Always returns the guide's response shape.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import traceback
+from pathlib import Path
+
+from mirai.explorer.errors import ExplorerError, error_response, ok_response
+from mirai.explorer.irtypes import Context, lookup
+from mirai.explorer.irtypes.registry import join_sections
+from mirai.explorer.pipeline import apply_pipeline, stages_of
+
+
+def execute(
+    request: dict,
+    *,
+    tool_timeout_s: float = 60.0,
+    allowed_user_tools: list[str] | None = None,
+    triton_cache_dir: str | None = None,
+) -> dict:
+    """{status: ok, output} or {status: error, message, detail} for one request (a dict of fields)."""
+    previous_cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="mirai-request-") as workdir:
+        os.chdir(workdir)
+        try:
+            ir_type = lookup(request.get("ir_type", ""))
+            ctx = Context(
+                request=request,
+                workdir=Path(workdir),
+                tool_timeout_s=tool_timeout_s,
+                triton_cache_dir=Path(triton_cache_dir) if triton_cache_dir else None,
+            )
+            stages = stages_of(request)
+            sections = [
+                (
+                    label,
+                    apply_pipeline(
+                        ir,
+                        stages,
+                        dump_each=bool(request.get("dump_after_each_opt")),
+                        timeout_s=tool_timeout_s,
+                        allowed_user_tools=allowed_user_tools or [],
+                    ),
+                )
+                for label, ir in ir_type.generate(ctx)
+            ]
+            return ok_response(join_sections(sections, ir_type.comment))
+        except ExplorerError as err:
+            return err.as_response()
+        except MemoryError:
+            return error_response(
+                "memory limit exceeded", "the request needed more memory than a worker may use"
+            )
+        except Exception as err:
+            detail = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+            return error_response(f"internal error: {type(err).__name__}: {err}", detail)
+        finally:
+            os.chdir(previous_cwd)

@@ -1,0 +1,151 @@
+"""Compiling user Triton code without a GPU: a stub Triton driver for a chosen GPUTarget, launches
+turned into compilations, and torch's "cuda" device mapped to the CPU so ordinary scripts run.
+
+Written for triton 3.6 / 3.7 (`JITFunction.run(*args, grid, warmup, **kwargs)`, `driver.set_active`);
+`check_triton_version` says so on any other version.
+
+    with gpuless_triton(parse_target("cuda:90")) as kernels:
+        run_user_code(code, workdir)     # kernel[grid](...) compiles, nothing runs
+    kernels[0].asm["ptx"]
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from mirai.explorer.errors import ExplorerError
+
+SUPPORTED_TRITON = ("3.6", "3.7")
+WARP_SIZE = {"cuda": 32, "hip": 64}
+
+
+def check_triton_version() -> None:
+    import triton
+
+    if not triton.__version__.startswith(SUPPORTED_TRITON):
+        raise ExplorerError(
+            f"triton {triton.__version__} is not supported by the GPU-less Triton compilation",
+            f"supported: {', '.join(SUPPORTED_TRITON)}.x",
+        )
+
+
+def parse_target(spec: str):
+    """'cuda:90' | 'cuda:80' | 'hip:gfx942' | 'hip:gfx90a' (optionally ':<warp size>') -> GPUTarget."""
+    from triton.backends.compiler import GPUTarget
+
+    parts = spec.strip().split(":")
+    backend = parts[0]
+    if backend not in WARP_SIZE or len(parts) not in (2, 3) or not parts[1]:
+        raise ExplorerError(
+            f"bad triton_target {spec!r}",
+            "expected 'cuda:<compute capability>' or 'hip:<gfx arch>'",
+        )
+    arch: int | str = parts[1]
+    if backend == "cuda":
+        arch = int(str(arch).removeprefix("sm_").rstrip("a")) if str(arch)[-1].isdigit() else arch
+        if not isinstance(arch, int):
+            raise ExplorerError(
+                f"bad triton_target {spec!r}", "cuda targets are cuda:<cc>, e.g. cuda:90"
+            )
+    warp = int(parts[2]) if len(parts) == 3 else WARP_SIZE[backend]
+    return GPUTarget(backend, arch, warp)
+
+
+def _stub_driver(target):
+    import torch
+    from triton.backends.driver import DriverBase
+
+    class StubDriver(DriverBase):
+        """Answers the questions JITFunction asks before compiling; cannot launch anything."""
+
+        @classmethod
+        def is_active(cls):
+            return False
+
+        def get_current_target(self):
+            return target
+
+        def get_current_device(self):
+            return 0
+
+        def set_current_device(self, device):
+            pass
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_active_torch_device(self):
+            return torch.device("cpu")
+
+        def map_python_to_cpp_type(self, ty):
+            return ty
+
+        def get_benchmarker(self):
+            # No GPU, no timing: every autotune config ties and the first one is compiled.
+            return lambda kernel_call, quantiles, **_: [0.0 for _ in quantiles]
+
+    return StubDriver()
+
+
+def _is_gpu(device) -> bool:
+    import torch
+
+    if isinstance(device, torch.device):
+        return device.type in ("cuda", "hip")
+    return isinstance(device, str) and device.split(":")[0] in ("cuda", "hip")
+
+
+def _cpu_mode():
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class GpuToCpu(TorchFunctionMode):
+        """Tensors asked for on 'cuda' are made on the CPU (only their dtype and shape matter here)."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func is torch.Tensor.cuda:
+                return args[0]
+            if _is_gpu(kwargs.get("device")):
+                kwargs["device"] = "cpu"
+            if func is torch.Tensor.to:
+                args = tuple("cpu" if _is_gpu(a) else a for a in args)
+            return func(*args, **kwargs)
+
+    return GpuToCpu()
+
+
+@contextlib.contextmanager
+def gpuless_triton(target):
+    """Within: Triton launches compile for `target` and are recorded (in order) in the yielded list."""
+    import torch
+    from triton.runtime import driver
+    from triton.runtime.jit import JITFunction
+
+    check_triton_version()
+    compiled: list = []
+    original_run = JITFunction.run
+
+    def compile_only(self, *args, grid, warmup, **kwargs):
+        kernel = original_run(self, *args, grid=grid, warmup=True, **kwargs)
+        if kernel is not None and all(kernel is not k for k in compiled):
+            compiled.append(kernel)
+        return kernel
+
+    patches = {
+        (JITFunction, "run"): compile_only,
+        (torch.cuda, "synchronize"): lambda *a, **k: None,
+        (torch.cuda, "set_device"): lambda *a, **k: None,
+        (torch.cuda, "current_device"): lambda: 0,
+    }
+    saved = {key: getattr(*key) for key in patches}
+    for (owner, name), value in patches.items():
+        setattr(owner, name, value)
+    driver.set_active(_stub_driver(target))
+    try:
+        with _cpu_mode():
+            yield compiled
+    finally:
+        for (owner, name), value in saved.items():
+            setattr(owner, name, value)
+        driver.set_active(_stub_driver(target))  # never leave the real (absent) driver to be probed

@@ -1,0 +1,17 @@
+"""POST /free_ir_cache (guide §2.2): forget what was cached for a code string."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from mirai.explorer.schemas import FreeCacheRequest, StatusOk
+from mirai.explorer.service import ExplorerDep
+
+router = APIRouter(tags=["cache"])
+
+
+@router.post("/free_ir_cache", response_model=StatusOk)
+async def free_ir_cache(request: FreeCacheRequest, explorer: ExplorerDep) -> dict:
+    """Remove the Triton cache of `code` (keyed by the raw code string) and its cached results."""
+    explorer.free(request.code)
+    return {"status": "ok"}

@@ -1,0 +1,57 @@
+"""GET /version, GET /ir_types (what this server offers) and GET /health (is a worker ready)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from mirai.explorer.irtypes import IR_TYPES
+from mirai.explorer.schemas import LANGUAGES, PIPELINE_FIELDS, Capabilities
+from mirai.explorer.service import ExplorerDep
+from mirai.explorer.tools import TOOLS
+
+router = APIRouter(tags=["meta"])
+
+
+def version_string() -> str:
+    from mirai import __version__
+
+    return f"mirai-explorer {__version__}"
+
+
+@router.get("/version", response_model=str)
+async def version() -> str:
+    """A plain JSON string, like the guide's `"ir-backend 1.1.0-rust"`."""
+    return version_string()
+
+
+@router.get("/ir_types", response_model=Capabilities)
+async def ir_types() -> dict:
+    """Every ir_type with its family, every pipeline tool with the command it resolves to (null when
+    it is not installed), the languages, and the fixed order of pipeline fields."""
+    return {
+        "status": "ok",
+        "ir_types": [
+            {"name": t.name, "family": t.family, "description": t.description}
+            for t in IR_TYPES.values()
+        ],
+        "tools": [
+            {"alias": t.alias, "field": t.field, "command": t.resolve(), "note": t.note}
+            for t in TOOLS.values()
+        ],
+        "languages": list(LANGUAGES),
+        "pipeline_order": list(PIPELINE_FIELDS),
+    }
+
+
+@router.get("/health")
+async def health(explorer: ExplorerDep) -> dict:
+    """`ready` is true once at least one worker is warm."""
+    pool = explorer.pool
+    return {
+        "status": "ok",
+        "ready": pool.ready_workers() > 0,
+        "workers_ready": pool.ready_workers(),
+        "workers_busy": pool.busy,
+        "queued": pool.waiting,
+        "cached_results": len(explorer.results),
+    }

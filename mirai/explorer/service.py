@@ -1,0 +1,71 @@
+"""The explorer service behind the routes: cache lookup, then a worker; results of successful
+requests are cached, Triton caches are freed on request.
+
+Routes get it with `Depends(get_explorer)` (the `ExplorerDep` alias).
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Annotated, Callable
+
+from fastapi import Depends, Request
+
+from mirai.explorer.cache import ResultCache, TritonCaches
+from mirai.explorer.errors import ExplorerError
+from mirai.explorer.irtypes import lookup
+from mirai.explorer.pool import WorkerPool
+from mirai.explorer.schemas import GenerateRequest
+from mirai.explorer.settings import Settings
+
+
+class Explorer:
+    """One per app: the worker pool and the caches."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pool = WorkerPool(settings)
+        self.results = ResultCache(settings.cache_entries)
+        self.triton_caches = TritonCaches(settings.cache_dir)
+
+    def start(self) -> None:
+        self.pool.start()
+
+    async def close(self) -> None:
+        await self.pool.close()
+        shutil.rmtree(self.settings.cache_dir, ignore_errors=True)
+
+    async def generate(
+        self, request: GenerateRequest, on_start: Callable[[], None] | None = None
+    ) -> tuple[dict, bool]:
+        """(response in the guide's shape, whether it came from the cache)."""
+        try:
+            lookup(request.ir_type)
+        except ExplorerError as err:
+            return err.as_response(), False
+        key = request.cache_key()
+        cached = self.results.get(key)
+        if cached is not None:
+            return cached, True
+        payload = {
+            "request": request.model_dump(),
+            "triton_cache_dir": str(self.triton_caches.dir_for(request.code)),
+        }
+        try:
+            response = await self.pool.run(payload, on_start)
+        except ExplorerError as err:
+            return err.as_response(), False
+        self.results.put(key, response, code=request.code)
+        return response, False
+
+    def free(self, code: str) -> None:
+        """Drop the code's Triton cache and its cached results (/free_ir_cache)."""
+        self.triton_caches.free(code)
+        self.results.drop_code(code)
+
+
+def get_explorer(request: Request) -> Explorer:
+    return request.app.state.explorer
+
+
+ExplorerDep = Annotated[Explorer, Depends(get_explorer)]

@@ -1,0 +1,78 @@
+"""The explorer's settings: one class, built by the CLI (or from env vars), injected into routes.
+
+Routes get it with `Depends(get_settings)` (the `SettingsDep` alias); tests start the server with flags.
+Tool locations are not settings: they come from TORCH_MLIR_OPT_PATH, LLVM_BIN_PATH, TRITON_OPT_PATH or
+$PATH, as the integration guide says (see `mirai.explorer.tools`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, Request
+from pydantic import BaseModel, Field
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+class Settings(BaseModel):
+    """Everything an operator can tune. Env vars MIRAI_EXPLORER_<FIELD> override the defaults."""
+
+    workers: int = Field(2, ge=1, description="pre-warmed worker processes")
+    queue_size: int = Field(
+        16, ge=0, description="requests that may wait for a worker; more are 'busy'"
+    )
+    request_timeout_s: float = Field(120.0, gt=0, description="wall-clock limit of one request")
+    tool_timeout_s: float = Field(
+        60.0, gt=0, description="limit of one pipeline stage (subprocess)"
+    )
+    memory_limit_mb: int = Field(
+        6144, ge=256, description="address space a request may add to a worker"
+    )
+    cache_entries: int = Field(512, ge=0, description="successful results kept in the result cache")
+    cache_dir: Path = Field(
+        default_factory=lambda: Path(tempfile.gettempdir()) / f"mirai-explorer-{os.getpid()}",
+        description="root of the per-code Triton caches",
+    )
+    allowed_user_tools: list[str] = Field(
+        default_factory=list,
+        description="executables `user_tool` may name (by name, found on $PATH)",
+    )
+    static_dir: Path = Field(STATIC_DIR, description="the built web page, served at /")
+    job_ttl_s: float = Field(3600.0, gt=0, description="how long a finished job's result is kept")
+    max_jobs: int = Field(256, ge=1, description="jobs kept at once (oldest finished ones dropped)")
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        """Defaults, then MIRAI_EXPLORER_* env vars, then explicit overrides (e.g. CLI flags)."""
+        values: dict = {}
+        for name, field in cls.model_fields.items():
+            raw = os.environ.get(f"MIRAI_EXPLORER_{name.upper()}")
+            if raw is None:
+                continue
+            values[name] = _split_list(raw) if name == "allowed_user_tools" else raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def worker_config(self) -> dict:
+        """What a worker process needs to know (sent as JSON when it starts)."""
+        return {
+            "tool_timeout_s": self.tool_timeout_s,
+            "memory_limit_mb": self.memory_limit_mb,
+            "allowed_user_tools": list(self.allowed_user_tools),
+        }
+
+
+def _split_list(raw: str) -> list[str]:
+    return [item for item in raw.replace(",", " ").split() if item]
+
+
+def get_settings(request: Request) -> Settings:
+    """The app's settings (set by `create_app`)."""
+    return request.app.state.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -1,0 +1,164 @@
+"""Registry of pipeline tools, keyed by the guide's alias (§4.2). A new tool is one entry in TOOLS.
+
+Where a binary comes from, first hit wins:
+  1. the directory in the tool's env var (TORCH_MLIR_OPT_PATH, LLVM_BIN_PATH, TRITON_OPT_PATH);
+  2. $PATH, trying Debian's versioned names (`mlir-opt-22`) before the plain name, then
+     /usr/lib/llvm-22/bin (the plain `opt`/`llc` on $PATH may be an older LLVM that cannot read
+     torch-mlir's or Triton's output);
+  3. the directory of the running Python (the venv's bin: `torch-mlir-opt` of the torch-mlir wheel and
+     mirai's own `triton-opt` / `triton-llvm-opt` console scripts);
+  4. for triton-opt / triton-llvm-opt, `python -m mirai.explorer.tritontools.<tool>`.
+
+>>> TOOLS["opt"].command("-O2")[1][-2:]
+['-S', '-O2']
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mirai.explorer.errors import ExplorerError
+
+LLVM_VERSION = "22"
+LLVM_DIR = Path(f"/usr/lib/llvm-{LLVM_VERSION}/bin")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One pipeline tool: `alias` as the guide names it, `field` the request field that drives it."""
+
+    alias: str
+    field: str
+    binary: str
+    env_var: str | None = None
+    extra_flags: tuple[str, ...] = ()
+    versioned: bool = False
+    python_module: str | None = None
+    note: str = ""
+
+    def resolve(self) -> list[str] | None:
+        """The command prefix that runs this tool, or None when it is nowhere to be found."""
+        if self.env_var and os.environ.get(self.env_var):
+            return [os.path.join(os.environ[self.env_var], self.binary)]
+        names = [f"{self.binary}-{LLVM_VERSION}"] if self.versioned else []
+        for name in names:
+            if found := shutil.which(name):
+                return [found]
+        if self.versioned and (LLVM_DIR / self.binary).exists():
+            return [str(LLVM_DIR / self.binary)]
+        if found := shutil.which(self.binary):
+            return [found]
+        beside_python = Path(sys.executable).parent / self.binary
+        if beside_python.exists():
+            return [str(beside_python)]
+        if self.python_module:
+            return [sys.executable, "-m", self.python_module]
+        return None
+
+    def command(self, flags: str, allowed: list[str] | None = None) -> tuple[str, list[str]]:
+        """(name shown in the delimiter, argv) for one stage with `flags` (a shell-quoted string)."""
+        return self.alias, self.argv(_split(flags))
+
+    def argv(self, args: list[str] | tuple[str, ...]) -> list[str]:
+        """The full command line for already-split arguments."""
+        prefix = self.resolve()
+        if prefix is None:
+            where = f"${self.env_var} or $PATH" if self.env_var else "$PATH"
+            raise ExplorerError(f"{self.alias}: executable not found", f"looked in {where}")
+        return [*prefix, *self.extra_flags, *args]
+
+
+@dataclass(frozen=True)
+class UserTool(Tool):
+    """`user_tool`: the first token of the flags is the executable; the operator must allow it."""
+
+    def resolve(self) -> list[str] | None:
+        return None
+
+    def command(self, flags: str, allowed: list[str] | None = None) -> tuple[str, list[str]]:
+        tokens = _split(flags)
+        if not tokens:
+            raise ExplorerError("user_tool: no executable given", "the first token names it")
+        name, rest = tokens[0], tokens[1:]
+        if name not in (allowed or []):
+            raise ExplorerError(
+                f"user_tool: executable '{name}' is not allowed",
+                "the operator allows executables by name: "
+                "`mirai serve --allow-user-tool NAME` (or MIRAI_EXPLORER_ALLOWED_USER_TOOLS)",
+            )
+        found = shutil.which(name)
+        if found is None:
+            raise ExplorerError(f"user_tool: executable '{name}' not found on $PATH")
+        return name, [found, *rest]
+
+
+def _split(flags: str) -> list[str]:
+    try:
+        return shlex.split(flags)
+    except ValueError as err:
+        raise ExplorerError("cannot parse tool flags", f"{flags!r}: {err}") from None
+
+
+_TOOL_LIST = [
+    Tool(
+        "torch-mlir-opt",
+        "torch_mlir_opt",
+        "torch-mlir-opt",
+        "TORCH_MLIR_OPT_PATH",
+        note="the torch-mlir wheel's torch-mlir-opt",
+    ),
+    Tool(
+        "mlir-opt",
+        "mlir_opt",
+        "mlir-opt",
+        "LLVM_BIN_PATH",
+        versioned=True,
+        note="Debian mlir-22-tools",
+    ),
+    Tool(
+        "mlir-translate",
+        "mlir_translate",
+        "mlir-translate",
+        "LLVM_BIN_PATH",
+        versioned=True,
+        note="Debian mlir-22-tools",
+    ),
+    Tool(
+        "opt",
+        "llvm_opt",
+        "opt",
+        "LLVM_BIN_PATH",
+        extra_flags=("-S",),
+        versioned=True,
+        note="Debian llvm-22; -S is added so the output stays text",
+    ),
+    Tool("llc", "llc", "llc", "LLVM_BIN_PATH", versioned=True, note="Debian llvm-22"),
+    Tool(
+        "triton-opt",
+        "triton_opt",
+        "triton-opt",
+        "TRITON_OPT_PATH",
+        python_module="mirai.explorer.tritontools.opt",
+        note="mirai's triton-opt on Triton's Python bindings: MLIR pass names as flags",
+    ),
+    Tool(
+        "triton-llvm-opt",
+        "triton_llvm_opt",
+        "triton-llvm-opt",
+        "TRITON_OPT_PATH",
+        python_module="mirai.explorer.tritontools.llvm_opt",
+        note="mirai's triton-llvm-opt on Triton's bundled LLVM",
+    ),
+    UserTool("user-tool", "user_tool", "", note="first token: an executable the operator allowed"),
+]
+
+TOOLS: dict[str, Tool] = {}
+for _tool in _TOOL_LIST:
+    if _tool.alias in TOOLS:
+        raise RuntimeError(f"duplicate tool alias {_tool.alias!r}")
+    TOOLS[_tool.alias] = _tool
