@@ -1,0 +1,123 @@
+"""Capture: a @mirai.op function and sample inputs -> forward/backward KernelGraphs and Triton kernels.
+
+Two ways, one result:
+- on a machine with a CUDA GPU, real torch.compile (max-autotune) in this process;
+- without one, GPU-less in a worker process that makes a CPU-only torch believe the named target exists
+  (mirai.capture.gpuless); kernel configurations then come from heuristics instead of measurements.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+from mirai.errors import CaptureError
+from mirai.graph import Capture
+from mirai.targets import get_target
+
+
+def use_gpu(gpu: bool | None) -> bool:
+    """Whether to capture on a real GPU: `gpu` if given, else whether torch sees one."""
+    if gpu is not None:
+        return gpu
+    if os.environ.get("MIRAI_GPULESS") == "1":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def capture(
+    op,
+    sample_inputs,
+    *,
+    target: str = "sm_90",
+    dynamic=False,
+    precision: str = "tf32",
+    gpu: bool | None = None,
+    timeout: float = 1800,
+) -> Capture:
+    """Capture `op` for `target`.
+
+    >>> # doctest: +SKIP
+    >>> cap = capture(pffn, samples, target="sm_90")
+    >>> [launch.kernel for launch in cap.forward.launches]
+    """
+    from mirai import versions
+    from mirai.capture.trace import trace
+
+    found = versions.check()
+    tgt = get_target(target)
+    traced = trace(op, sample_inputs, dynamic)
+    if use_gpu(gpu):
+        from mirai.capture.core import capture_graphs
+
+        result = capture_graphs(traced, tgt, precision, gpu=True, name=op.name)
+    else:
+        result = _capture_in_worker(traced, tgt.name, precision, op.name, timeout)
+    return _with_versions(result, found)
+
+
+def _with_versions(result: Capture, found: dict) -> Capture:
+    import dataclasses
+
+    return dataclasses.replace(result, versions=dict(found))
+
+
+def _capture_in_worker(traced, target: str, precision: str, name: str, timeout: float) -> Capture:
+    with tempfile.TemporaryDirectory(prefix="mirai-capture-") as tmp:
+        request = os.path.join(tmp, "request.pkl")
+        result_path = os.path.join(tmp, "result.pkl")
+        with open(request, "wb") as f:
+            pickle.dump(
+                {"trace": traced, "target": target, "precision": precision, "name": name}, f
+            )
+        env = dict(os.environ)
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
+        env.setdefault("TRITON_CACHE_DIR", os.path.join(tmp, "triton"))
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "mirai.capture.worker", request, result_path],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise CaptureError(f"GPU-less capture of {name} timed out after {timeout:g}s") from None
+        if not os.path.exists(result_path):
+            raise CaptureError(
+                f"the GPU-less capture worker for {name} died (exit {proc.returncode}):\n"
+                f"{proc.stderr[-4000:]}"
+            )
+        with open(result_path, "rb") as f:
+            result = pickle.load(f)
+    if "capture" in result:
+        return result["capture"]
+    if isinstance(result.get("error"), Exception) and not isinstance(
+        result["error"], (AssertionError, KeyError)
+    ):
+        from mirai.errors import MiraiError
+
+        if isinstance(result["error"], MiraiError):
+            raise result["error"]
+    raise CaptureError(
+        f"GPU-less capture of {name} failed: {result['message']}\n{result['traceback'][-6000:]}"
+    )
+
+
+def inductor_output_code(
+    op,
+    sample_inputs,
+    *,
+    target: str = "sm_90",
+    dynamic=False,
+    precision: str = "tf32",
+    gpu: bool | None = None,
+) -> list[str]:
+    """The Python that Inductor generates for `op` on `target`: forward, then backward (if any)."""
+    cap = capture(op, sample_inputs, target=target, dynamic=dynamic, precision=precision, gpu=gpu)
+    return [g.source for g in (cap.forward, cap.backward) if g is not None]

@@ -1,0 +1,199 @@
+"""Capture proper: compile a trace's graph for CUDA with Inductor and read both graphs as data.
+
+Runs in whatever process has a CUDA device (real or GPU-less, see mirai.capture.gpuless). Inputs are
+fake tensors with symbolic sizes for the dynamic dimensions, so one compilation serves every size. On a
+real GPU the compiled function then runs once, forward and backward, on random data of the sample
+shapes: that is when Inductor's autotuner picks each kernel's configuration, which capture records.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import sympy
+
+from mirai.capture.inductor import GraphRecord, compile_graphs
+from mirai.capture.trace import Trace
+from mirai.capture.wrapper import interpret
+from mirai.errors import CaptureError
+from mirai.graph import Capture, GraphInput
+from mirai.symbolic import expr_str
+from mirai.targets import Target
+
+
+class _Symbols:
+    """Fake inputs with symbolic sizes, and the way back from the ShapeEnv's symbols to ours."""
+
+    def __init__(self, trace: Trace):
+        from torch._dynamo.source import ConstantSource
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+        self.shape_env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
+        self.symints = {}
+        self.back = {}
+        for name, hint in sorted(trace.hints.items()):
+            source = ConstantSource(f"mirai_{name}")
+            sym = self.shape_env.create_symbol(hint, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+            self.symints[name] = self.shape_env.create_symintnode(sym, hint=hint, source=source)
+            self.back[sym] = sympy.Symbol(name, integer=True, positive=True)
+
+    def value(self, text: str):
+        return eval(text, {"__builtins__": {}}, dict(self.symints))  # noqa: S307 (our own strings)
+
+    def canon(self, value) -> str:
+        import torch
+
+        if isinstance(value, torch.SymInt):
+            expr = value.node.expr
+            return expr_str(expr.xreplace({s: self.back.get(s, s) for s in expr.free_symbols}))
+        return str(int(value))
+
+
+def fake_inputs(trace: Trace, symbols: _Symbols) -> list:
+    import torch
+
+    values = []
+    with symbols.fake_mode:
+        for spec in trace.placeholders:
+            if spec.kind == "symint":
+                values.append(symbols.symints[spec.symbol])
+                continue
+            t = torch.empty_strided(
+                [symbols.value(s) for s in spec.sizes],
+                [symbols.value(s) for s in spec.strides],
+                dtype=getattr(torch, spec.dtype),
+                device="cuda",
+            )
+            values.append(t.requires_grad_(spec.requires_grad))
+    return values
+
+
+def real_inputs(trace: Trace, seed: int = 0) -> list:
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    values = []
+    for spec in trace.placeholders:
+        if spec.kind == "symint":
+            values.append(trace.hints[spec.symbol])
+            continue
+        sizes = [_concrete(s, trace.hints) for s in spec.sizes]
+        dtype = getattr(torch, spec.dtype)
+        if dtype.is_floating_point:
+            t = torch.randn(sizes, dtype=dtype, device="cuda", generator=generator)
+        else:
+            t = torch.randint(0, 8, sizes, dtype=dtype, device="cuda", generator=generator)
+        values.append(t.requires_grad_(spec.requires_grad))
+    return values
+
+
+def _concrete(text: str, hints: dict) -> int:
+    from mirai.symbolic import evaluate
+
+    return evaluate(text, hints)
+
+
+def _graph_inputs(record: GraphRecord, example_values, symbols: _Symbols) -> list[GraphInput]:
+    import torch
+
+    out = []
+    for name, value in zip(record.placeholders, example_values):
+        if isinstance(value, torch.Tensor):
+            out.append(
+                GraphInput(
+                    name=name,
+                    kind="tensor",
+                    dtype=str(value.dtype).replace("torch.", ""),
+                    sizes=tuple(symbols.canon(s) for s in value.shape),
+                    strides=tuple(symbols.canon(s) for s in value.stride()),
+                )
+            )
+        else:
+            out.append(GraphInput(name=name, kind="symint", symbol=symbols.canon(value)))
+    return out
+
+
+def capture_graphs(trace: Trace, target: Target, precision: str, gpu: bool, name: str) -> Capture:
+    """Compile the trace's graph for `target` and return the whole Capture as data."""
+    import torch
+
+    gm = pickle.loads(trace.graph_module)
+    symbols = _Symbols(trace)
+    inputs = fake_inputs(trace, symbols)
+    records, compiled = compile_graphs(
+        gm, inputs, gpu=gpu, precision=precision, num_sms=target.multi_processor_count
+    )
+    forward = [r for r in records if r.kind == "forward"]
+    backward = [r for r in records if r.kind == "backward"]
+    if len(forward) != 1 or len(backward) > 1:
+        raise CaptureError(
+            f"expected one forward and at most one backward graph, Inductor produced "
+            f"{len(forward)} and {len(backward)} (graph breaks or partitions are not supported)"
+        )
+    if gpu:
+        _autotune(compiled, trace)
+        device = torch.cuda.get_device_name()
+        origin = f"gpu:{device}"
+    else:
+        device = None
+        origin = f"gpuless:{target.name}"
+
+    def choose_config(kernel_name, tuner, gpu_globals):
+        real = gpu_globals.get(kernel_name)
+        launchers = getattr(real, "launchers", None) or []
+        if len(launchers) == 1:
+            return launchers[0].config, f"autotuned on {device}"
+        if len(tuner.configs) == 1:
+            return tuner.configs[0], "the kernel's only configuration"
+        return tuner.configs[0], "Inductor's first heuristic configuration (no GPU to tune on)"
+
+    graphs, kernels = {}, {}
+    for record in forward + backward:
+        example = record.example_inputs
+        graph, graph_kernels = interpret(
+            record.kind,
+            record.source,
+            _graph_inputs(record, example, symbols),
+            record.output_names,
+            choose_config,
+            record.module_globals,
+        )
+        graphs[record.kind] = graph
+        kernels[record.kind] = graph_kernels
+
+    fwd = graphs["forward"]
+    bwd = graphs.get("backward")
+    saved = {}
+    if bwd is not None:
+        position = {n: i for i, n in enumerate(fwd.output_names) if n}
+        for inp in bwd.inputs:
+            if inp.name in position:
+                saved[inp.name] = position[inp.name]
+    return Capture(
+        name=name,
+        inputs=trace.inputs,
+        outputs=trace.outputs,
+        grad_inputs=trace.grad_inputs,
+        symbols=dict(trace.symbols),
+        forward=fwd,
+        backward=bwd,
+        saved=saved,
+        kernels=kernels,
+        target=target.name,
+        precision=precision,
+        origin=origin,
+    )
+
+
+def _autotune(compiled, trace: Trace) -> None:
+    """Run forward and backward once on the GPU so Inductor's autotuner settles every kernel."""
+    import torch
+
+    args = real_inputs(trace)
+    outs = compiled(*args)
+    outs = [o for o in (outs if isinstance(outs, (list, tuple)) else [outs]) if o.requires_grad]
+    if outs:
+        torch.autograd.backward(outs, [torch.randn_like(o) for o in outs])
+    torch.cuda.synchronize()

@@ -1,0 +1,236 @@
+"""GPU-less capture: make a CPU-only torch build compile Inductor graphs for a named CUDA target.
+
+Inductor only generates CUDA Triton kernels when it believes a CUDA device exists. On a machine without
+one, this module makes it believe so, for one worker process, and nothing more:
+
+1. a small C++ shim (native/fake_cuda.cc) registers a no-op CUDA device guard and CUDA hooks that report
+   one device; it must be loaded before torch is imported, so this runs in a dedicated process;
+2. Python-level patches answer torch.cuda's device queries with the target's properties (SM count,
+   shared memory, capability) and stub the calls that would need a driver;
+3. a stub Triton driver reports the target, so Triton compiles for it without libcuda;
+4. Inductor's pattern-matcher initialisation traces its patterns on the CPU (it would otherwise allocate
+   real CUDA tensors), compilation stays in this process (one compile thread), and joint-graph constant
+   folding is off (it would run CUDA kernels).
+
+Everything here depends on torch/Triton internals: it is written for the versions in mirai.versions and
+the CPU CI exercises it on every change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+
+from mirai import process
+from mirai.errors import CaptureError
+from mirai.targets import Target
+
+SHIM_SOURCE = Path(__file__).with_name("native") / "fake_cuda.cc"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MIRAI_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mirai"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _torch_dir() -> Path:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise CaptureError("torch is not installed")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def build_shim() -> Path:
+    """Compile the fake-CUDA shim against the installed torch (cached by torch build and source)."""
+    torch_dir = _torch_dir()
+    version_file = torch_dir / "version.py"
+    key = hashlib.sha256(
+        SHIM_SOURCE.read_bytes() + version_file.read_bytes() + str(torch_dir).encode()
+    ).hexdigest()[:16]
+    out = cache_dir() / f"fake_cuda-{key}.so"
+    if out.exists():
+        return out
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    process.run(
+        [
+            os.environ.get("CXX", "g++"),
+            "-std=c++17",
+            "-O1",
+            "-w",
+            "-shared",
+            "-fPIC",
+            "-D_GLIBCXX_USE_CXX11_ABI=1",
+            f"-I{torch_dir / 'include'}",
+            str(SHIM_SOURCE),
+            "-o",
+            str(tmp),
+            f"-L{torch_dir / 'lib'}",
+            f"-Wl,-rpath,{torch_dir / 'lib'}",
+            "-lc10",
+            "-ltorch_cpu",
+        ],
+        stage="build the GPU-less capture shim",
+        timeout=300,
+    )
+    os.replace(tmp, out)
+    return out
+
+
+def _device_properties(target: Target):
+    return types.SimpleNamespace(
+        name=f"{target.device_name} (GPU-less target {target.name})",
+        major=target.major,
+        minor=target.minor,
+        multi_processor_count=target.multi_processor_count,
+        total_memory=target.total_memory,
+        warp_size=target.warp_size,
+        max_threads_per_multi_processor=target.max_threads_per_multi_processor,
+        max_threads_per_block=target.max_threads_per_block,
+        regs_per_multiprocessor=target.regs_per_multiprocessor,
+        shared_memory_per_block_optin=target.shared_memory_per_block_optin,
+        shared_memory_per_multiprocessor=target.shared_memory_per_block_optin + 1024,
+        shared_memory_per_block=49152,
+        L2_cache_size=target.l2_cache_size,
+        gcnArchName="",
+        uuid="00000000-0000-0000-0000-000000000000",
+        is_integrated=False,
+        is_multi_gpu_board=False,
+    )
+
+
+def activate(target: Target) -> None:
+    """Turn this process into a GPU-less capture process for `target`. Call before importing torch."""
+    if "torch" in sys.modules:
+        raise CaptureError(
+            "GPU-less capture must start in a fresh process (torch was already imported)"
+        )
+    ctypes.CDLL(str(build_shim()), mode=ctypes.RTLD_GLOBAL)
+
+    import torch
+    import torch._dynamo.device_interface as device_interface
+    import torch.utils._triton as torch_triton
+    from torch._inductor.fx_passes import joint_graph, post_grad
+
+    props = _device_properties(target)
+    cuda = torch.cuda
+    replacements = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": lambda device: None,
+        "synchronize": lambda device=None: None,
+        "get_device_properties": lambda device=None: props,
+        "get_device_capability": lambda device=None: (target.major, target.minor),
+        "get_device_name": lambda device=None: props.name,
+        "is_bf16_supported": lambda *args, **kwargs: target.major >= 8,
+        "_exchange_device": lambda device: 0,
+        "_maybe_exchange_device": lambda device: 0,
+        "get_rng_state": lambda device="cuda": torch.empty(0, dtype=torch.uint8),
+        "set_rng_state": lambda state, device="cuda": None,
+    }
+    for name, fn in replacements.items():
+        setattr(cuda, name, fn)
+    torch._C._cuda_getCurrentRawStream = lambda device: 0
+
+    iface = device_interface.CudaInterface
+    for name in ("current_device", "device_count", "set_device", "synchronize"):
+        setattr(iface, name, staticmethod(replacements[name]))
+    iface.get_device_properties = staticmethod(replacements["get_device_properties"])
+    iface.exchange_device = staticmethod(replacements["_exchange_device"])
+    iface.maybe_exchange_device = staticmethod(replacements["_maybe_exchange_device"])
+    iface.get_raw_stream = staticmethod(lambda device: 0)
+    device_interface.caching_worker_device_properties.clear()
+    torch_triton.has_triton.cache_clear()
+
+    # Inductor traces its replacement patterns on "cuda" when CUDA looks available; trace them on
+    # the CPU instead (the patterns are device-independent).
+    cpu = torch.device("cpu")
+    joint_init, post_init = joint_graph.lazy_init, post_grad.lazy_init
+    joint_graph.lazy_init = lambda input_device=None: joint_init(cpu)
+    post_grad.lazy_init = lambda input_device=None: post_init(cpu)
+
+    # The wrapper module is loaded after code generation; its kernels would be compiled for a real
+    # device there. Capture reads kernel sources itself, so loading records nothing but the name.
+    from torch._inductor import async_compile
+    from torch._inductor.runtime import triton_helpers
+
+    async_compile.AsyncCompile.triton = lambda self, kernel_name, source_code, *a, **k: (
+        types.SimpleNamespace(kernel_name=kernel_name, gpuless=True)
+    )
+    triton_helpers.set_driver_to_gpu = lambda: None
+    from triton.runtime.driver import driver
+
+    driver.set_active(gpuless_driver(target))
+
+
+@contextlib.contextmanager
+def triton_for_target(target: Target):
+    """Let Triton and Inductor's kernel modules compile for `target` in this process, GPU or not."""
+    from torch._inductor.runtime import triton_helpers
+    from triton.runtime.driver import driver
+
+    previous_active = driver._active
+    previous_set = triton_helpers.set_driver_to_gpu
+    driver.set_active(gpuless_driver(target))
+    triton_helpers.set_driver_to_gpu = lambda: None
+    try:
+        yield
+    finally:
+        triton_helpers.set_driver_to_gpu = previous_set
+        driver._active = previous_active
+
+
+def gpuless_driver(target: Target):
+    """A Triton driver that reports `target` and never touches a GPU."""
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import GPUDriver
+    from triton.runtime.driver import driver
+
+    class GpulessDriver(GPUDriver):
+        """Reports the target to Triton; anything that would touch a GPU raises."""
+
+        def __init__(self):
+            self.get_device_capability = lambda device=None: (target.major, target.minor)
+            self.get_current_stream = lambda device=None: 0
+            self.get_current_device = lambda: 0
+            self.set_current_device = lambda device: None
+
+        def get_current_target(self):
+            return GPUTarget("cuda", target.cc, target.warp_size)
+
+        def get_active_torch_device(self):
+            return torch.device("cuda", 0)
+
+        def get_device_interface(self):
+            return torch.cuda
+
+        @staticmethod
+        def is_active():
+            return True
+
+        def map_python_to_cpp_type(self, ty):
+            from triton.backends.nvidia.driver import ty_to_cpp
+
+            return ty_to_cpp(ty)
+
+        def get_benchmarker(self):
+            raise CaptureError("benchmarking needs a GPU; GPU-less capture uses heuristics")
+
+        def get_empty_cache_for_benchmark(self):
+            raise CaptureError("benchmarking needs a GPU; GPU-less capture uses heuristics")
+
+        def clear_cache(self, cache):
+            pass
+
+    return GpulessDriver()

@@ -1,0 +1,207 @@
+"""Trace a @mirai.op function with Dynamo into an FX graph, on whatever device the samples live.
+
+The graph is device-independent torch IR; with its placeholder specs (dtypes, symbolic sizes, which
+inputs need gradients) it is all that compilation for a CUDA target needs, so it can be pickled to a
+GPU-less capture worker. Outputs are made contiguous inside the traced function: a TensorFlow tensor is
+always dense row-major, and Inductor then writes that layout directly.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+
+from mirai.decorator import Op
+from mirai.errors import CaptureError, MiraiError, UnsupportedError
+from mirai.graph import TensorSpec
+from mirai.symbolic import expr_str
+
+SUPPORTED_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "bool")
+
+
+@dataclass(frozen=True)
+class PlaceholderSpec:
+    kind: str  # "tensor" or "symint"
+    dtype: str = ""
+    sizes: tuple[str, ...] = ()
+    strides: tuple[str, ...] = ()
+    requires_grad: bool = False
+    symbol: str = ""
+    hint: int = 0
+
+
+@dataclass(frozen=True)
+class Trace:
+    graph_module: bytes  # pickled torch.fx.GraphModule
+    placeholders: tuple[PlaceholderSpec, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    grad_inputs: tuple[int, ...]
+    symbols: dict  # symbol -> (input index, dim)
+    hints: dict  # symbol -> sample value
+
+
+class _Traced(Exception):
+    pass
+
+
+def dynamic_dims(samples, dynamic) -> dict[int, tuple[int, ...]]:
+    """Which (input, dims) are dynamic. `True`: the leading (batch) dimension of every input whose
+    leading dimension equals the first input's; a dict {input index: dims} names them explicitly."""
+    if not dynamic:
+        return {}
+    if dynamic is True:
+        batch = samples[0].shape[0] if samples[0].dim() else None
+        return {i: (0,) for i, t in enumerate(samples) if t.dim() and batch and t.shape[0] == batch}
+    if isinstance(dynamic, dict):
+        return {int(i): tuple(int(d) for d in dims) for i, dims in dynamic.items()}
+    raise MiraiError("dynamic must be False, True or a dict {input index: [dims]}")
+
+
+def _validate(op, samples):
+    import torch
+
+    if not isinstance(op, Op):
+        raise MiraiError(
+            f"mirai.build needs a function decorated with @mirai.op(name=...); got {op!r}"
+        )
+    if not isinstance(samples, (list, tuple)) or not samples:
+        raise MiraiError("sample_inputs must be a non-empty list of tensors")
+    params = op.param_names
+    if len(samples) != len(params):
+        raise MiraiError(
+            f"{op.name} takes {len(params)} inputs ({', '.join(params)}), "
+            f"sample_inputs has {len(samples)}"
+        )
+    for name, sample in zip(params, samples):
+        if not isinstance(sample, torch.Tensor):
+            raise MiraiError(
+                f"sample input {name!r} is a {type(sample).__name__}, not a torch.Tensor; every "
+                "input of an exported op is a tensor (pass scalars as 0-d tensors)"
+            )
+        dtype = str(sample.dtype).replace("torch.", "")
+        if dtype not in SUPPORTED_DTYPES:
+            raise UnsupportedError(f"sample input {name!r} has unsupported dtype {dtype}")
+
+
+def trace(op: Op, samples, dynamic=False) -> Trace:
+    """Trace `op` on `samples` (any device) and describe its graph for capture."""
+    import torch
+
+    _validate(op, samples)
+    params = op.param_names
+    samples = [s.detach().contiguous() for s in samples]
+    grad_inputs = tuple(
+        i
+        for i, (name, s) in enumerate(zip(params, samples))
+        if s.is_floating_point() and name not in op.no_grad
+    )
+    dims = dynamic_dims(samples, dynamic)
+    for index, ds in dims.items():
+        for d in ds:
+            torch._dynamo.mark_dynamic(samples[index], d)
+
+    def contiguous_outputs(*args):
+        out = op.fn(*args)
+        single = isinstance(out, torch.Tensor)
+        outs = (out,) if single else tuple(out)
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+            raise UnsupportedError(f"{op.name} must return a tensor or a tuple of tensors")
+        return tuple(o.contiguous() for o in outs)
+
+    captured = {}
+
+    def backend(gm, example_inputs):
+        captured["gm"] = gm
+        raise _Traced()
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(contiguous_outputs, backend=backend, fullgraph=True, dynamic=False)(*samples)
+    except Exception as err:  # Dynamo wraps the backend's exception
+        if "gm" not in captured:
+            raise CaptureError(f"torch.compile could not trace {op.name}: {err}") from err
+    finally:
+        torch._dynamo.reset()
+    gm = captured["gm"]
+
+    placeholders, names = [], {}
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.SymInt):
+            expr = value.node.expr
+            names.setdefault(str(expr), f"s{len(names)}")
+            placeholders.append(("symint", value))
+        else:
+            for s in list(value.shape) + list(value.stride()):
+                if isinstance(s, torch.SymInt):
+                    for sym in sorted(s.node.expr.free_symbols, key=str):
+                        names.setdefault(str(sym), f"s{len(names)}")
+            placeholders.append(("tensor", value))
+
+    def canon(value) -> str:
+        if isinstance(value, torch.SymInt):
+            expr = value.node.expr.xreplace(
+                {sym: _sym(names[str(sym)]) for sym in value.node.expr.free_symbols}
+            )
+            return expr_str(expr)
+        return str(int(value))
+
+    specs, tensor_index = [], 0
+    hints = {}
+    for kind, value in placeholders:
+        if kind == "symint":
+            symbol = canon(value)
+            hint = int(value.node.hint) if value.node.hint is not None else 0
+            hints[symbol] = hint
+            specs.append(PlaceholderSpec(kind="symint", symbol=symbol, hint=hint))
+        else:
+            specs.append(
+                PlaceholderSpec(
+                    kind="tensor",
+                    dtype=str(value.dtype).replace("torch.", ""),
+                    sizes=tuple(canon(s) for s in value.shape),
+                    strides=tuple(canon(s) for s in value.stride()),
+                    requires_grad=tensor_index in grad_inputs,
+                )
+            )
+            tensor_index += 1
+
+    tensor_specs = [s for s in specs if s.kind == "tensor"]
+    inputs = tuple(
+        TensorSpec(name=name, dtype=s.dtype, sizes=s.sizes) for name, s in zip(params, tensor_specs)
+    )
+    symbols = {}
+    for index, spec in enumerate(tensor_specs):
+        for dim, size in enumerate(spec.sizes):
+            if size.startswith("s") and size[1:].isdigit() and size not in symbols:
+                symbols[size] = (index, dim)
+                hints.setdefault(size, int(samples[index].shape[dim]))
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    outputs = []
+    for k, node in enumerate(output_node.args[0]):
+        value = node.meta.get("example_value")
+        outputs.append(
+            TensorSpec(
+                name=f"output{k}" if len(output_node.args[0]) > 1 else "output",
+                dtype=str(value.dtype).replace("torch.", ""),
+                sizes=tuple(canon(s) for s in value.shape),
+            )
+        )
+    return Trace(
+        graph_module=pickle.dumps(gm),
+        placeholders=tuple(specs),
+        inputs=inputs,
+        outputs=tuple(outputs),
+        grad_inputs=grad_inputs,
+        symbols=symbols,
+        hints=hints,
+    )
+
+
+def _sym(name: str):
+    import sympy
+
+    return sympy.Symbol(name, integer=True, positive=True)

@@ -1,0 +1,52 @@
+"""The GPU-less capture worker: `python -m mirai.capture.worker REQUEST RESULT`.
+
+A fresh process that loads the fake-CUDA shim before torch (see mirai.capture.gpuless), captures one
+trace for one target and writes the Capture, or the error, as a pickle. Keeping this in its own process
+keeps the patched torch away from the user's process.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import traceback
+
+
+def main(argv: list[str]) -> int:
+    request_path, result_path = argv
+    with open(request_path, "rb") as f:
+        request = pickle.load(f)
+    try:
+        from mirai.capture import gpuless
+        from mirai.targets import get_target
+
+        target = get_target(request["target"])
+        gpuless.activate(target)
+        from mirai.capture.core import capture_graphs
+
+        result = {
+            "capture": capture_graphs(
+                request["trace"], target, request["precision"], gpu=False, name=request["name"]
+            )
+        }
+    except Exception as err:  # reported to the parent, which raises it with this context
+        result = {
+            "error": err if _picklable(err) else None,
+            "message": f"{type(err).__name__}: {err}",
+            "traceback": traceback.format_exc(),
+        }
+    with open(result_path, "wb") as f:
+        pickle.dump(result, f)
+    return 0
+
+
+def _picklable(err) -> bool:
+    try:
+        pickle.loads(pickle.dumps(err))
+        return True
+    except Exception:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,330 @@
+"""Read an Inductor wrapper module as data: run its `call` over symbolic tensors and record what it does.
+
+Inductor's Python wrapper allocates buffers, reinterprets views and launches Triton kernels in order.
+Instead of parsing that code, `interpret` executes it with every runtime helper replaced by a recorder:
+tensors are symbolic (a storage name, sympy sizes/strides/offset), sizes of dynamic dimensions are sympy
+symbols, allocations become Buffers and each `kernel.run(...)` becomes a Launch with its grid worked out
+from the kernel's chosen configuration. Anything the export face cannot reproduce (an extern kernel such
+as cuBLAS or an aten fallback, a CPU buffer, a tensor method) raises UnsupportedError naming it.
+
+Written for the wrappers of torch 2.11 and 2.13 (see mirai.versions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import types
+
+import sympy
+
+from mirai.errors import CaptureError, UnsupportedError
+from mirai.graph import (
+    Buffer,
+    GraphInput,
+    KernelArg,
+    KernelGraph,
+    KernelSource,
+    Launch,
+    Memset,
+    View,
+)
+from mirai.symbolic import expr_str
+
+
+def dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+class SymTensor:
+    """A tensor of the wrapper, known only by storage, dtype and symbolic layout."""
+
+    __slots__ = ("base", "dtype", "sizes", "strides", "offset")
+
+    def __init__(self, base, dtype, sizes, strides, offset=0):
+        self.base = base
+        self.dtype = dtype
+        self.sizes = tuple(sympy.sympify(s) for s in sizes)
+        self.strides = tuple(sympy.sympify(s) for s in strides)
+        self.offset = sympy.sympify(offset)
+
+    def view(self) -> View:
+        return View(
+            base=self.base,
+            dtype=dtype_name(self.dtype),
+            sizes=tuple(expr_str(s) for s in self.sizes),
+            strides=tuple(expr_str(s) for s in self.strides),
+            offset=expr_str(self.offset),
+        )
+
+    def size(self, dim=None):
+        return self.sizes if dim is None else self.sizes[dim]
+
+    def stride(self, dim=None):
+        return self.strides if dim is None else self.strides[dim]
+
+    def storage_offset(self):
+        return self.offset
+
+    def __getattr__(self, name):
+        raise UnsupportedError(
+            f"the generated code calls Tensor.{name}() outside a Triton kernel, which the export "
+            "face cannot reproduce; rewrite the function so that Inductor fuses it into a kernel"
+        )
+
+
+def storage_numel(sizes, strides) -> sympy.Expr:
+    """Elements a strided layout spans: 1 + sum((size - 1) * stride), 0 when empty."""
+    sizes = [sympy.sympify(s) for s in sizes]
+    if any(s == 0 for s in sizes):
+        return sympy.Integer(0)
+    return sympy.Integer(1) + sum(
+        ((s - 1) * sympy.sympify(st) for s, st in zip(sizes, strides)), sympy.Integer(0)
+    )
+
+
+class _Unsupported:
+    """Stands for a namespace of helpers (e.g. extern_kernels) that the export cannot use."""
+
+    def __init__(self, what: str):
+        self._what = what
+
+    def __getattr__(self, name):
+        def refuse(*args, **kwargs):
+            raise UnsupportedError(
+                f"the graph calls {self._what}.{name}, which is not a Triton kernel (mirai exports "
+                "only Triton kernels: matmuls must be Triton templates, and ops without an Inductor "
+                "lowering fall back to aten); rewrite that part or report the op"
+            )
+
+        return refuse
+
+
+class _Recorder:
+    def __init__(self, name: str, choose_config, gpu_globals: dict):
+        self.name = name
+        self.choose_config = choose_config
+        self.gpu_globals = gpu_globals
+        self.buffers: list[Buffer] = []
+        self.steps: list = []
+        self.kernels: dict[str, KernelSource] = {}
+        self.handles: dict[str, object] = {}
+        self.aligned: set[str] = set()
+
+    # -- helpers the wrapper calls -------------------------------------------------------------
+    def empty_strided(self, sizes, strides, dtype, *rest, **kwargs):
+        name = f"buf{len(self.buffers)}"
+        self.buffers.append(
+            Buffer(name, dtype_name(dtype), expr_str(storage_numel(sizes, strides)))
+        )
+        return SymTensor(name, dtype, sizes, strides, 0)
+
+    def empty_strided_cpu(self, *args, **kwargs):
+        raise UnsupportedError("the graph allocates a CPU tensor; mirai exports GPU-only graphs")
+
+    @staticmethod
+    def reinterpret_tensor(tensor, sizes, strides, offset=0):
+        return SymTensor(tensor.base, tensor.dtype, sizes, strides, tensor.offset + offset)
+
+    @staticmethod
+    def assert_size_stride(*args, **kwargs):
+        return None
+
+    def copy_if_misaligned(self, tensor):
+        self.aligned.add(tensor.base)
+        return tensor
+
+    # -- kernels ---------------------------------------------------------------------------------
+    def triton(self, kernel_name, source_code, device_str="cuda", *args, **kwargs):
+        handle = _KernelHandle(self, kernel_name, source_code)
+        self.handles[kernel_name] = handle
+        return handle
+
+
+class _AsyncCompileStandIn:
+    def __init__(self, recorder: _Recorder):
+        self._recorder = recorder
+
+    def triton(self, *args, **kwargs):
+        return self._recorder.triton(*args, **kwargs)
+
+    def wait(self, scope):
+        return None
+
+    def __getattr__(self, name):
+        return _Unsupported("async_compile").__getattr__(name)
+
+
+def load_kernel_module(name: str, source: str):
+    """Import a kernel module's source; return Inductor's autotuner object for the kernel.
+
+    Triton reads a @jit function's source with `inspect`, so the module must live in a real file.
+    """
+    import hashlib
+    import importlib.util
+    import tempfile
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"mirai-kernels-{os.getuid()}")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}_{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"mirai_kernel_{name}_{digest}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def config_dict(cfg) -> dict:
+    """A Triton/Inductor Config as plain data."""
+    data = {
+        "kwargs": dict(sorted(cfg.kwargs.items())),
+        "num_warps": int(cfg.num_warps),
+        "num_stages": int(cfg.num_stages),
+    }
+    for key in ("num_ctas", "maxnreg"):
+        value = getattr(cfg, key, None)
+        if value not in (None, 1) or key == "num_ctas":
+            data[key] = value if value is not None else 1
+    return data
+
+
+class _KernelHandle:
+    def __init__(self, recorder: _Recorder, name: str, source: str):
+        self.recorder = recorder
+        self.name = name
+        self.autotuner = load_kernel_module(name, source)
+        cfg, origin = recorder.choose_config(name, self.autotuner, recorder.gpu_globals)
+        self.config = cfg
+        recorder.kernels[name] = KernelSource(
+            name=name, source=source, config=config_dict(cfg), config_origin=origin
+        )
+
+    def run(self, *args, stream=None, **kwargs):
+        from torch._inductor.runtime.triton_heuristics import GridExpr
+
+        tuner = self.autotuner
+        signature = tuner.triton_meta["signature"]
+        runtime = [k for k, v in signature.items() if v != "constexpr"]
+        extras = list(tuner.inductor_meta.get("extra_launcher_args", []))
+        if len(args) != len(runtime) + len(extras):
+            raise CaptureError(
+                f"kernel {self.name}: the wrapper passes {len(args)} arguments, its signature "
+                f"has {len(runtime)} runtime arguments and {len(extras)} launcher arguments"
+            )
+        values = dict(zip(runtime + extras, args))
+        kernel_args = []
+        for name in runtime:
+            kernel_args.append(_kernel_arg(self.name, name, signature[name], values[name]))
+        meta = {**values, **self.config.kwargs}
+        meta = {k: (v if not isinstance(v, SymTensor) else 0) for k, v in meta.items()}
+        grid = GridExpr.from_meta(tuner.inductor_meta, self.config).eval_slow(meta)
+        self.recorder.steps.append(
+            Launch(
+                kernel=self.name,
+                args=tuple(kernel_args),
+                grid=tuple(expr_str(sympy.sympify(g)) for g in grid),
+            )
+        )
+
+
+def _kernel_arg(kernel: str, name: str, ctype: str, value) -> KernelArg:
+    if ctype.startswith("*"):
+        if not isinstance(value, SymTensor):
+            raise CaptureError(f"kernel {kernel}: pointer argument {name} is {value!r}")
+        return KernelArg(name=name, kind="ptr", ctype=ctype, view=value.view())
+    if isinstance(value, float) or ctype.startswith("fp"):
+        return KernelArg(name=name, kind="float", ctype=ctype, value=repr(float(value)))
+    if isinstance(value, (int, sympy.Expr)) and not isinstance(value, bool):
+        return KernelArg(name=name, kind="int", ctype=ctype, value=expr_str(sympy.sympify(value)))
+    raise UnsupportedError(f"kernel {kernel}: argument {name} of type {ctype} is {value!r}")
+
+
+class _TorchStandIn:
+    """`torch` as the wrapper sees it: dtypes as usual, device guards as no-ops."""
+
+    def __init__(self, torch):
+        self._torch = torch
+        self.cuda = types.SimpleNamespace(
+            _DeviceGuard=lambda index: contextlib.nullcontext(), set_device=lambda index: None
+        )
+
+    def __getattr__(self, name):
+        return getattr(self._torch, name)
+
+
+def interpret(
+    name: str,
+    source: str,
+    inputs: list[GraphInput],
+    output_names,
+    choose_config,
+    gpu_globals: dict | None = None,
+) -> tuple[KernelGraph, dict[str, KernelSource]]:
+    """Run the wrapper module `source` symbolically; return its KernelGraph and its kernels."""
+    import torch
+    import torch._inductor.async_compile as async_compile_module
+
+    recorder = _Recorder(name, choose_config, gpu_globals or {})
+    namespace = {"__name__": f"mirai_wrapper_{name}", "__file__": f"<mirai wrapper {name}>"}
+    original = async_compile_module.AsyncCompile
+    async_compile_module.AsyncCompile = lambda *a, **k: _AsyncCompileStandIn(recorder)
+    try:
+        exec(compile(source, namespace["__file__"], "exec"), namespace)
+    finally:
+        async_compile_module.AsyncCompile = original
+
+    unsupported_extern = _Unsupported("extern_kernels")
+    namespace.update(
+        torch=_TorchStandIn(torch),
+        empty_strided_cuda=recorder.empty_strided,
+        empty_strided_cpu=recorder.empty_strided_cpu,
+        empty_strided_cpu_pinned=recorder.empty_strided_cpu,
+        empty_strided=recorder.empty_strided_cpu,
+        reinterpret_tensor=recorder.reinterpret_tensor,
+        assert_size_stride=recorder.assert_size_stride,
+        assert_alignment=recorder.assert_size_stride,
+        copy_if_misaligned=recorder.copy_if_misaligned,
+        get_raw_stream=lambda index: 0,
+        extern_kernels=unsupported_extern,
+        aten=_Unsupported("aten"),
+        alloc_from_pool=unsupported_extern.alloc_from_pool,
+        start_graph=lambda *a, **k: None,
+        end_graph=lambda *a, **k: None,
+    )
+    args = []
+    for spec in inputs:
+        if spec.kind == "symint":
+            args.append(sympy.sympify(spec.symbol))
+        else:
+            args.append(
+                SymTensor(spec.name, getattr(torch, spec.dtype), spec.sizes, spec.strides, 0)
+            )
+    result = namespace["call"](list(args))
+    outputs = []
+    for value in result:
+        if value is None:
+            outputs.append(None)
+        elif isinstance(value, SymTensor):
+            outputs.append(value.view())
+        elif isinstance(value, (int, sympy.Expr)):
+            outputs.append(expr_str(sympy.sympify(value)))
+        else:
+            raise CaptureError(f"graph {name} returns an unexpected {type(value).__name__}")
+    aligned_inputs = tuple(
+        GraphInput(**{**i.__dict__, "aligned": i.name in recorder.aligned}) for i in inputs
+    )
+    graph = KernelGraph(
+        name=name,
+        inputs=aligned_inputs,
+        buffers=tuple(recorder.buffers),
+        steps=tuple(recorder.steps),
+        outputs=tuple(outputs),
+        output_names=tuple(output_names),
+        source=source,
+    )
+    return graph, recorder.kernels

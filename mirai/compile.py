@@ -1,0 +1,84 @@
+"""Compile: each captured Triton kernel -> PTX + cubin for the target, with its launch metadata.
+
+The kernel is compiled exactly as Inductor would compile it for the chosen configuration (Inductor's
+own compile metadata and options), but for an explicit target, so no GPU is needed. Triton appends two
+hidden pointer parameters (global and profile scratch) after the kernel's own; their sizes are in the
+metadata, and the launcher allocates them when they are not zero.
+"""
+
+from __future__ import annotations
+
+from mirai.errors import CompileError
+from mirai.graph import CompiledKernel, KernelSource
+from mirai.targets import Target
+
+
+def compile_kernel(kernel: KernelSource, target: Target) -> CompiledKernel:
+    """Compile one kernel for `target` (no GPU needed)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from mirai.capture.wrapper import load_kernel_module
+
+    tuner = load_kernel_module(kernel.name, kernel.source)
+    cfg = triton.Config(
+        dict(kernel.config["kwargs"]),
+        num_warps=kernel.config["num_warps"],
+        num_stages=kernel.config["num_stages"],
+    )
+    compile_meta = tuner._create_compile_meta(cfg)
+    options = tuner._create_compile_options(cfg, compile_meta)
+    source = ASTSource(
+        tuner.fn, compile_meta["signature"], compile_meta["constants"], compile_meta["configs"][0]
+    )
+    try:
+        binary = triton.compile(
+            source, target=GPUTarget("cuda", target.cc, target.warp_size), options=options
+        )
+    except Exception as err:
+        raise CompileError(
+            f"Triton could not compile kernel {kernel.name} for {target.name}: {err}\n"
+            f"--- kernel source ---\n{kernel.source}"
+        ) from err
+    md = binary.metadata
+    params = tuple(
+        (name, ty) for name, ty in compile_meta["signature"].items() if ty != "constexpr"
+    )
+    cluster = tuple(getattr(md, "cluster_dims", (1, 1, 1)) or (1, 1, 1))
+    return CompiledKernel(
+        name=kernel.name,
+        function=md.name,
+        target=target.name,
+        ptx=binary.asm["ptx"],
+        cubin=bytes(binary.asm["cubin"]),
+        params=params,
+        num_warps=int(md.num_warps),
+        num_ctas=int(getattr(md, "num_ctas", 1)),
+        shared=int(md.shared),
+        global_scratch_size=int(getattr(md, "global_scratch_size", 0) or 0),
+        global_scratch_align=int(getattr(md, "global_scratch_align", 1) or 1),
+        profile_scratch_size=int(getattr(md, "profile_scratch_size", 0) or 0),
+        profile_scratch_align=int(getattr(md, "profile_scratch_align", 1) or 1),
+        cluster_dims=(tuple(int(c) for c in cluster) + (1, 1, 1))[:3],
+        launch_cooperative_grid=bool(getattr(md, "launch_cooperative_grid", False)),
+        launch_pdl=bool(getattr(md, "launch_pdl", False)),
+    )
+
+
+def compile_all(kernels: dict, target: Target, progress=None) -> dict:
+    """Compile every kernel of every graph: {graph: {kernel: CompiledKernel}}."""
+    from mirai.capture.gpuless import triton_for_target
+
+    out = {}
+    total = sum(len(k) for k in kernels.values())
+    done = 0
+    for graph, graph_kernels in kernels.items():
+        out[graph] = {}
+        for name, kernel in graph_kernels.items():
+            done += 1
+            if progress:
+                progress(f"compile {done}/{total}: {graph} {name}")
+            with triton_for_target(target):
+                out[graph][name] = compile_kernel(kernel, target)
+    return out

@@ -1,0 +1,174 @@
+"""The data that flows between mirai's export stages: plain, frozen, picklable values.
+
+capture -> KernelGraph (per graph) + KernelSource (per kernel)
+compile -> CompiledKernel (per kernel and target)
+render  -> files
+
+Sizes, strides, offsets and launch arguments are kept as strings of sympy expressions over the
+graph's size symbols (e.g. "s0", "256*s0"), so every value here is plain data: it pickles, compares and
+prints deterministically. `mirai.symbolic` turns the strings back into expressions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A user-facing tensor: dtype name (torch's, e.g. "float32") and symbolic sizes."""
+
+    name: str
+    dtype: str
+    sizes: tuple[str, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+
+@dataclass(frozen=True)
+class View:
+    """A strided view of a storage: a graph input or a buffer, with an element offset."""
+
+    base: str
+    dtype: str
+    sizes: tuple[str, ...]
+    strides: tuple[str, ...]
+    offset: str = "0"
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    """One argument of an Inductor graph: a tensor (with its expected layout) or a size symbol."""
+
+    name: str
+    kind: str  # "tensor" or "symint"
+    dtype: str = ""
+    sizes: tuple[str, ...] = ()
+    strides: tuple[str, ...] = ()
+    symbol: str = ""  # for kind == "symint": the symbol it carries
+    aligned: bool = False  # the graph requires 16-byte alignment of its data pointer
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A storage that the graph allocates: `numel` elements of `dtype`."""
+
+    name: str
+    dtype: str
+    numel: str
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One runtime argument of a kernel launch: a pointer to a view, or a scalar expression."""
+
+    name: str
+    kind: str  # "ptr", "int" or "float"
+    ctype: str  # Triton signature type, e.g. "*fp32", "i32", "i64", "fp32"
+    view: View | None = None
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: which kernel, its runtime arguments, and the grid as expressions."""
+
+    kernel: str
+    args: tuple[KernelArg, ...]
+    grid: tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Memset:
+    """Zero-fill of a buffer before kernels accumulate into it."""
+
+    buffer: str
+
+
+@dataclass(frozen=True)
+class KernelGraph:
+    """What one Inductor graph (forward or backward) does, as data.
+
+    `inputs` are the graph's arguments in call order, `buffers` the storages it allocates, `steps` its
+    launches and memsets in order, `outputs` the views it returns.
+    """
+
+    name: str
+    inputs: tuple[GraphInput, ...]
+    buffers: tuple[Buffer, ...]
+    steps: tuple[Launch | Memset, ...]
+    outputs: tuple  # View, a symbol expression string, or None (no gradient), per output
+    output_names: tuple[str, ...]
+    source: str = field(default="", repr=False, compare=False)  # Inductor's wrapper module
+
+    def input(self, name: str) -> GraphInput:
+        return next(i for i in self.inputs if i.name == name)
+
+    def buffer(self, name: str) -> Buffer:
+        return next(b for b in self.buffers if b.name == name)
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Launch))
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """A Triton kernel as Inductor generated it, with the launch configuration chosen for it."""
+
+    name: str
+    source: str  # the kernel's Python module source
+    config: dict = field(hash=False)  # kwargs (block sizes), num_warps, num_stages, ...
+    config_origin: str = ""  # "autotuned on <GPU>" or "heuristic (GPU-less)"
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A kernel compiled for one target: its binaries and what a launcher must know."""
+
+    name: str
+    function: str  # symbol of the entry in the module
+    target: str  # e.g. "sm_90"
+    ptx: str
+    cubin: bytes = field(repr=False)
+    params: tuple[tuple[str, str], ...]  # runtime parameters (name, triton type), in order
+    num_warps: int
+    num_ctas: int
+    shared: int
+    global_scratch_size: int
+    global_scratch_align: int
+    profile_scratch_size: int
+    profile_scratch_align: int
+    cluster_dims: tuple[int, int, int] = (1, 1, 1)
+    launch_cooperative_grid: bool = False
+    launch_pdl: bool = False
+
+    def metadata(self) -> dict:
+        data = dataclasses.asdict(self)
+        data.pop("ptx")
+        data.pop("cubin")
+        data["params"] = [list(p) for p in self.params]
+        data["cluster_dims"] = list(self.cluster_dims)
+        return data
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Everything capture produced for one @mirai.op function."""
+
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    grad_inputs: tuple[int, ...]  # indices of the inputs that get a gradient
+    symbols: dict = field(hash=False)  # symbol -> (input index, dim) that binds it
+    forward: KernelGraph = None
+    backward: KernelGraph | None = None
+    saved: dict = field(default_factory=dict, hash=False)  # bwd input name -> fwd output index
+    kernels: dict = field(default_factory=dict, hash=False)  # graph name -> {kernel: KernelSource}
+    target: str = "sm_90"
+    precision: str = "tf32"
+    origin: str = ""  # "gpu:<device name>" or "gpuless:<target>"
+    versions: dict = field(default_factory=dict, hash=False)

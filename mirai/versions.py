@@ -1,0 +1,44 @@
+"""The torch/Triton versions that mirai's internals-dependent code was written and tested for.
+
+Capture reads Inductor's generated wrapper and kernel modules and patches private APIs for GPU-less
+capture; those details change between releases. Each pair below was tested end to end; any other pair
+fails at once with a clear message instead of producing wrong kernels.
+"""
+
+from __future__ import annotations
+
+from mirai.errors import VersionError
+
+# (torch major.minor, triton major.minor) -> where it was tested
+KNOWN = {
+    ("2.13", "3.7"): "CPU machines: GPU-less capture, compile, render, TensorFlow build",
+    ("2.11", "3.6"): "GPU machine (H200): real torch.compile capture and verification",
+}
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def installed() -> dict[str, str]:
+    import torch
+    import triton
+
+    return {"torch": torch.__version__, "triton": triton.__version__}
+
+
+def check() -> dict[str, str]:
+    """Return the installed versions; raise VersionError for a pair mirai does not know.
+
+    >>> sorted(check())
+    ['torch', 'triton']
+    """
+    found = installed()
+    key = (_major_minor(found["torch"]), _major_minor(found["triton"]))
+    if key not in KNOWN:
+        known = ", ".join(f"torch {t} + triton {tr}" for t, tr in KNOWN)
+        raise VersionError(
+            f"mirai's capture was written for {known}; found torch {found['torch']} + "
+            f"triton {found['triton']}. Install one of the known pairs."
+        )
+    return found
