@@ -58,6 +58,8 @@ export class Pane {
   private readonly statusLine: HTMLElement;
   private controller: AbortController | null = null;
   private lastOutput = "";
+  /** Finished compilations, exposed as data-done so tests and tools can wait for the next one. */
+  private finished = 0;
 
   constructor(
     public state: PaneState,
@@ -221,6 +223,7 @@ export class Pane {
     this.controller = null;
     this.progress.hide();
     delete this.element.dataset["busy"];
+    this.element.dataset["done"] = String(++this.finished);
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
     if (result.status === "ok") {
       this.showError(null);

@@ -116,9 +116,10 @@ export class PipelineBuilder {
     const fields: Record<string, unknown> = { ...toRequestFields(this.model.steps) };
     if (this.model.dumpAfterEach) fields["dump_after_each_opt"] = true;
     this.preview.textContent =
-      Object.keys(fields).length === 0 ? "(no pipeline fields)" : JSON.stringify(fields, null, 2);
+      Object.keys(fields).length === 0 ? "(no pipeline fields)" : JSON.stringify(fields, null, 1).replace(/\n\s*/g, " ");
   }
 
+  /** Handlers read `this.model` when they fire: flags edits do not re-render the rows. */
   private renderStep(steps: Step[], step: Step, i: number): HTMLLIElement {
     const info = TOOL_INFO[step.tool];
     const flags = h("input", {
@@ -129,7 +130,7 @@ export class PipelineBuilder {
       spellcheck: false,
       "aria-label": `Flags of step ${i + 1} (${info.alias})`,
       on: {
-        input: () => this.update({ ...this.model, steps: setFlags(steps, i, flags.value) }, false),
+        input: () => this.update({ ...this.model, steps: setFlags(this.model.steps, i, flags.value) }, false),
       },
     });
     const move = (delta: -1 | 1, label: string, title: string) =>
@@ -142,7 +143,7 @@ export class PipelineBuilder {
           "aria-label": title,
           disabled: !canMove(steps, i, delta),
           on: {
-            click: () => this.update({ ...this.model, steps: moveStep(steps, i, delta) }, true),
+            click: () => this.update({ ...this.model, steps: moveStep(this.model.steps, i, delta) }, true),
           },
         },
         label,
@@ -161,7 +162,7 @@ export class PipelineBuilder {
           class: "icon remove-step",
           title: "Remove step",
           "aria-label": "Remove step",
-          on: { click: () => this.update({ ...this.model, steps: removeStep(steps, i) }, true) },
+          on: { click: () => this.update({ ...this.model, steps: removeStep(this.model.steps, i) }, true) },
         },
         "×",
       ),

@@ -1,0 +1,212 @@
+"""The explorer page in a real browser (Debian's chromium) against a live `mirai serve`: load, compile
+the PyTorch example to torch_mlir, a two-step pipeline with stages and diffs, errors with detail, a
+cancelled long compile, permalinks, themes and a narrow window. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+from pagehelpers import (
+    done_count,
+    open_pipeline,
+    output_text,
+    page_state,
+    pane,
+    set_source,
+    source_text,
+    wait_for_result,
+)
+
+RAW_MLIR = """func.func @axpy(%a: f32, %x: f32, %y: f32) -> f32 {
+  %zero = arith.constant 0.0 : f32
+  %ax = arith.mulf %a, %x : f32
+  %unused = arith.addf %zero, %zero : f32
+  %r = arith.addf %ax, %y : f32
+  return %r : f32
+}
+"""
+
+
+def test_page_loads_with_the_pytorch_example(page):
+    assert page.title() == "mirai explorer"
+    assert page.locator("#language").input_value() == "pytorch"
+    assert "example_input" in source_text(page)
+    # The IR type list comes from the server's listing.
+    options = (
+        pane(page).locator("select.ir-type option").evaluate_all("opts => opts.map(o => o.value)")
+    )
+    assert {"torch_mlir", "tosa_mlir", "linalg_on_tensors_mlir", "llvm_ir", "raw_ir"} <= set(
+        options
+    )
+    assert not any(o.startswith("triton") for o in options)
+    page.locator("#language").select_option("triton")
+    assert "@triton.jit" in source_text(page)
+    triton_options = (
+        pane(page).locator("select.ir-type option").evaluate_all("opts => opts.map(o => o.value)")
+    )
+    assert {"triton_ir", "triton_gpu_ir", "triton_nvptx"} <= set(triton_options)
+    page.locator("#language").select_option("pytorch")
+    assert "example_input" in source_text(page)
+    assert page.js_errors == []
+
+
+def test_generate_torch_mlir_for_the_example(page):
+    assert pane(page).locator("select.ir-type").input_value() == "torch_mlir"
+    assert wait_for_result(page) == "ok"
+    text = output_text(page)
+    assert "torch.aten" in text
+    assert "func.func" in text
+    assert pane(page).locator(".error").count() == 0
+
+
+def test_two_step_pipeline_with_dump_after_each_stages_and_diff(page):
+    page.locator("#language").select_option("raw_ir")
+    set_source(page, RAW_MLIR)
+    p = pane(page)
+    # Start from an empty pipeline, then build two mlir-opt steps with the builder.
+    while p.locator(".remove-step").count():
+        p.locator(".remove-step").first.click()
+    open_pipeline(p)
+    for flags in ("--canonicalize", "--convert-arith-to-llvm"):
+        p.locator("select.add-tool").select_option("mlir_opt")
+        p.locator("button.add-step").click()
+        p.locator("input.flags").last.fill(flags)
+    if not p.locator("input.dump-each").is_checked():
+        p.locator("input.dump-each").check()
+    sent = json.loads(p.locator(".request-preview").inner_text())
+    assert sent == {
+        "mlir_opt": "--canonicalize && --convert-arith-to-llvm",
+        "dump_after_each_opt": True,
+    }
+    # Reordering stays within the tool and changes the chain sent.
+    p.locator(".step").nth(1).get_by_role("button", name="Move up (within this tool)").click()
+    assert json.loads(p.locator(".request-preview").inner_text())["mlir_opt"] == (
+        "--convert-arith-to-llvm && --canonicalize"
+    )
+    p.locator(".step").nth(1).get_by_role("button", name="Move up (within this tool)").click()
+
+    before = done_count(page)
+    p.locator("button.compile").click()
+    assert wait_for_result(page, after=before) == "ok"
+
+    stages = p.locator("select.stage-select option").all_inner_texts()
+    assert stages == [
+        "1. Initial IR",
+        "2. mlir-opt --canonicalize",
+        "3. mlir-opt --convert-arith-to-llvm",
+    ]
+    # The last stage shows first; step back to the start and forward again.
+    assert "llvm." in output_text(page)
+    p.locator("button.stage-prev").click()
+    p.locator("button.stage-prev").click()
+    assert p.locator("select.stage-select").input_value() == "0"
+    assert "%unused" in output_text(page)
+    assert p.locator("button.view-diff").is_disabled()
+    p.locator("button.stage-next").click()
+    assert "%unused" not in output_text(page)
+    # Diff of canonicalize against the initial IR: the dead addf is gone.
+    p.locator("button.view-diff").click()
+    diff = p.locator(".diff-view")
+    assert diff.is_visible()
+    removed = diff.locator(".diff-del").all_inner_texts()
+    assert any("%unused" in line for line in removed)
+    p.locator("button.stage-next").click()
+    assert p.locator(".diff-view .diff-add").count() > 0
+    assert "llvm." in p.locator(".diff-view").inner_text()
+
+
+def test_error_message_with_detail_behind_a_disclosure(page):
+    assert wait_for_result(page) == "ok"
+    before = done_count(page)
+    set_source(page, "import torch\n\nraise ValueError('boom from the browser test')\n")
+    assert wait_for_result(page, after=before) == "error"
+    error = pane(page).locator(".error")
+    assert "ValueError" in error.locator(".error-message").inner_text()
+    detail = error.locator(".error-detail pre")
+    assert not detail.is_visible()
+    error.locator(".error-detail summary").click()
+    assert detail.is_visible()
+    assert "boom from the browser test" in detail.inner_text()
+
+
+def test_long_compile_shows_progress_and_cancels(page):
+    assert wait_for_result(page) == "ok"
+    before = done_count(page)
+    set_source(page, "import time\n\ntime.sleep(60)\n")
+    progress = pane(page).locator(".progress")
+    progress.wait_for(state="visible", timeout=15_000)
+    assert "Compiling" in progress.inner_text()
+    progress.locator("button.cancel").click()
+    assert wait_for_result(page, after=before, timeout=15_000) == "cancelled"
+    assert not progress.is_visible()
+
+
+def test_permalink_restores_the_whole_state_in_a_new_page(new_page):
+    page = new_page()
+    page.locator("#language").select_option("raw_ir")
+    set_source(page, RAW_MLIR)
+    page.locator("#add-pane").click()
+    second = pane(page, 1)
+    open_pipeline(second)
+    second.locator("select.add-tool").select_option("mlir_opt")
+    second.locator("button.add-step").click()
+    second.locator("input.flags").last.fill("--cse")
+    second.locator("select.add-tool").select_option("mlir_translate")
+    second.locator("button.add-step").click()
+    second.locator("input.flags").last.fill("--mlir-to-llvmir")
+    expected = page_state(page)
+    assert len(expected["panes"]) == 2
+
+    page.locator("#share").click()
+    link = page.locator(".share-url")
+    link.wait_for(state="visible")
+    url = link.input_value()
+    assert "?p=" in url and page.url == url
+
+    parts = urlsplit(url)
+    restored = new_page(f"{parts.path}?{parts.query}")
+    restored.wait_for_function("() => document.querySelectorAll('.pane').length === 2")
+    assert page_state(restored) == expected
+    assert restored.locator("#language").input_value() == "raw_ir"
+    assert pane(restored, 1).locator("input.flags").evaluate_all("xs => xs.map(x => x.value)") == [
+        "--cse",
+        "--mlir-to-llvmir",
+    ]
+    assert wait_for_result(restored, 1) in ("ok", "error")
+
+
+def test_unknown_permalink_shows_an_error(new_page):
+    page = new_page("/?p=AAAAAAAAAA")
+    assert "permalink not found" in page.locator(".banner .error").inner_text()
+    # The page still works: it falls back to the example.
+    assert "example_input" in source_text(page)
+
+
+def test_dark_theme(page):
+    assert wait_for_result(page) == "ok"
+    page.locator("#theme-toggle").click()
+    theme = page.evaluate("() => document.documentElement.dataset.theme")
+    assert theme in ("dark", "light")
+    if theme != "dark":
+        page.locator("#theme-toggle").click()
+    assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(21, 24, 30)"
+    page.reload()
+    page.wait_for_selector(".pane")
+    assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+
+
+def test_narrow_window(new_page):
+    page = new_page(width=420, height=860)
+    assert wait_for_result(page) == "ok"
+    overflow = page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0
+    assert pane(page).locator("button.compile").is_visible()
+    source_box = page.locator(".source").bounding_box()
+    pane_box = pane(page).bounding_box()
+    assert pane_box["y"] >= source_box["y"] + source_box["height"] - 1
