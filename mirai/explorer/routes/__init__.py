@@ -15,6 +15,7 @@ ROUTER_MODULES = [
     "mirai.explorer.routes.cache",
     "mirai.explorer.routes.meta",
     "mirai.explorer.routes.jobs",
+    "mirai.explorer.routes.permalinks",
     # Add new routers here, e.g. "mirai.explorer.routes.permalinks",
 ]
 
