@@ -21,6 +21,8 @@ export interface IrType {
 export interface Catalog {
   irTypes: IrType[];
   tools: ToolField[];
+  /** Tools the server lists without a command: not installed there. */
+  missingTools: ToolField[];
   /** Where the catalog came from, shown in the footer. */
   source: "server" | "built-in";
 }
@@ -49,6 +51,7 @@ const KNOWN: Record<string, Omit<IrType, "value">> = {
 export const BUILT_IN: Catalog = {
   irTypes: Object.entries(KNOWN).map(([value, info]) => ({ value, ...info })),
   tools: [...TOOL_ORDER],
+  missingTools: [],
   source: "built-in",
 };
 
@@ -91,7 +94,18 @@ export function parseCatalog(body: unknown): Catalog | null {
   const tools = Array.isArray(record["tools"])
     ? (record["tools"] as unknown[]).map(toolName).filter(isToolField)
     : [...TOOL_ORDER];
-  return { irTypes, tools: tools.length ? tools : [...TOOL_ORDER], source: "server" };
+  const missingTools = Array.isArray(record["tools"])
+    ? (record["tools"] as unknown[])
+        .filter((t) => typeof t === "object" && t !== null && "command" in t && !t.command)
+        .map(toolName)
+        .filter(isToolField)
+    : [];
+  return {
+    irTypes,
+    tools: tools.length ? tools : [...TOOL_ORDER],
+    missingTools,
+    source: "server",
+  };
 }
 
 function parseIrType(item: unknown): IrType | null {

@@ -99,6 +99,7 @@ export class Pane {
     this.pipeline = new PipelineBuilder(
       { steps: state.steps, dumpAfterEach: state.dumpAfterEach },
       ctx.catalog.tools,
+      ctx.catalog.missingTools,
       (model) => {
         this.state = { ...this.state, steps: model.steps, dumpAfterEach: model.dumpAfterEach };
         this.ctx.changed(true);

@@ -33,6 +33,7 @@ export class PipelineBuilder {
   constructor(
     private model: PipelineModel,
     tools: readonly ToolField[],
+    missingTools: readonly ToolField[],
     private readonly onChange: (model: PipelineModel, structural: boolean) => void,
   ) {
     this.summary = h("summary", { class: "pipeline-summary" });
@@ -49,7 +50,13 @@ export class PipelineBuilder {
     this.toolSelect = h(
       "select",
       { class: "add-tool", "aria-label": "Tool of the new step" },
-      ...tools.map((tool) => h("option", { value: tool }, TOOL_INFO[tool].alias)),
+      ...tools.map((tool) =>
+        h(
+          "option",
+          { value: tool },
+          TOOL_INFO[tool].alias + (missingTools.includes(tool) ? " (not on this server)" : ""),
+        ),
+      ),
     );
     const addButton = h(
       "button",
