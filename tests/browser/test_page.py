@@ -117,6 +117,31 @@ def test_two_step_pipeline_with_dump_after_each_stages_and_diff(page):
     assert "llvm." in p.locator(".diff-view").inner_text()
 
 
+def test_triton_pipeline_with_triton_opt_steps(page):
+    page.locator("#language").select_option("triton")
+    p = pane(page)
+    p.locator("select.ir-type").select_option("triton_gpu_ir")
+    assert p.locator("select.triton-target").is_visible()
+    p.locator("select.triton-target").select_option("cuda:80")
+    open_pipeline(p)
+    for flags in ("--tritongpu-coalesce", "--canonicalize"):
+        p.locator("select.add-tool").select_option("triton_opt")
+        p.locator("button.add-step").click()
+        p.locator("input.flags").last.fill(flags)
+    p.locator("input.dump-each").check()
+    before = done_count(page)
+    p.locator("button.compile").click()
+    assert wait_for_result(page, after=before) == "ok"
+    assert p.locator("select.stage-select option").all_inner_texts() == [
+        "1. Initial IR",
+        "2. triton-opt --tritongpu-coalesce",
+        "3. triton-opt --canonicalize",
+    ]
+    assert "ttg." in output_text(page)
+    p.locator("button.view-diff").click()
+    assert p.locator(".diff-view").is_visible()
+
+
 def test_error_message_with_detail_behind_a_disclosure(page):
     assert wait_for_result(page) == "ok"
     before = done_count(page)
@@ -197,6 +222,7 @@ def test_dark_theme(page):
     page.reload()
     page.wait_for_selector(".pane")
     assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    assert wait_for_result(page) == "ok"
 
 
 def test_narrow_window(new_page):
