@@ -33,7 +33,7 @@ export class App {
   private readonly shareBox: HTMLElement;
   private readonly shareUrl: HTMLInputElement;
   private readonly footer: HTMLElement;
-  private readonly timers = new Map<object, number>();
+  private sourceTimer: number | undefined;
   private lastTritonCode: string | null = null;
   private restoring = false;
 
@@ -181,7 +181,7 @@ export class App {
         source: () => ({ code: this.source.getText(), language: this.language }),
         changed: (recompile) => {
           this.autosave();
-          if (recompile) this.debounce(pane, PANE_DEBOUNCE_MS, () => void pane.compile());
+          if (recompile) pane.schedule(PANE_DEBOUNCE_MS);
         },
         remove: (p) => this.removePane(p),
       },
@@ -230,7 +230,8 @@ export class App {
     if (this.restoring) return;
     this.updateSourceSyntax();
     this.autosave();
-    this.debounce(this, SOURCE_DEBOUNCE_MS, () => this.compileAll());
+    clearTimeout(this.sourceTimer);
+    this.sourceTimer = window.setTimeout(() => this.compileAll(), SOURCE_DEBOUNCE_MS);
   }
 
   private updateSourceSyntax(): void {
@@ -243,12 +244,9 @@ export class App {
   }
 
   compileAll(): void {
-    this.clearTimer(this);
+    clearTimeout(this.sourceTimer);
     this.freeStaleTritonCache();
-    for (const p of this.panes) {
-      this.clearTimer(p);
-      void p.compile();
-    }
+    for (const p of this.panes) void p.compile();
   }
 
   /** Tells the server a Triton source is gone, so its kernel cache can go (guide §2.2). */
@@ -282,17 +280,6 @@ export class App {
   private autosave(): void {
     if (this.restoring) return;
     localStorage.setItem(AUTOSAVE_KEY, JSON.stringify(this.state()));
-  }
-
-  private debounce(key: object, ms: number, fn: () => void): void {
-    this.clearTimer(key);
-    this.timers.set(key, window.setTimeout(fn, ms));
-  }
-
-  private clearTimer(key: object): void {
-    const timer = this.timers.get(key);
-    if (timer !== undefined) clearTimeout(timer);
-    this.timers.delete(key);
   }
 }
 

@@ -57,6 +57,7 @@ export class Pane {
   private readonly output: CodeEditor;
   private readonly statusLine: HTMLElement;
   private controller: AbortController | null = null;
+  private timer: number | undefined;
   private lastOutput = "";
   /** Finished compilations, exposed as data-done so tests and tools can wait for the next one. */
   private finished = 0;
@@ -201,8 +202,15 @@ export class Pane {
     return req;
   }
 
-  /** Compiles, replacing any compilation still running in this pane. */
+  /** Compiles after `ms` without further calls (edits in a row compile once). */
+  schedule(ms: number): void {
+    clearTimeout(this.timer);
+    this.timer = window.setTimeout(() => void this.compile(), ms);
+  }
+
+  /** Compiles now, replacing a scheduled compilation and any still running in this pane. */
   async compile(): Promise<void> {
+    clearTimeout(this.timer);
     this.controller?.abort();
     const controller = new AbortController();
     this.controller = controller;
@@ -292,6 +300,7 @@ export class Pane {
   }
 
   destroy(): void {
+    clearTimeout(this.timer);
     this.cancel();
     this.output.view.destroy();
     this.element.remove();
