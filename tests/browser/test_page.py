@@ -6,6 +6,7 @@ cancelled long compile, permalinks, themes and a narrow window. Screenshots go t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from pagehelpers import (
@@ -59,6 +60,16 @@ def test_generate_torch_mlir_for_the_example(page):
     assert "torch.aten" in text
     assert "func.func" in text
     assert pane(page).locator(".error").count() == 0
+    # Download and copy give the whole output.
+    with page.expect_download() as info:
+        pane(page).locator("button.download").click()
+    download = info.value
+    assert download.suggested_filename == "torch_mlir.mlir"
+    saved = Path(download.path()).read_text()
+    assert "torch.aten" in saved
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    pane(page).locator("button.copy").click()
+    assert page.evaluate("() => navigator.clipboard.readText()") == saved
 
 
 def test_two_step_pipeline_with_dump_after_each_stages_and_diff(page):
