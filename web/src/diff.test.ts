@@ -43,3 +43,19 @@ describe("toHunks", () => {
     expect(text.startsWith("--- old\n+++ new\n@@ -1,")).toBe(true);
   });
 });
+
+describe("large diffs", () => {
+  it("stays exact on long texts with few changes", () => {
+    const a = Array.from({ length: 20000 }, (_, i) => `line ${i}`);
+    const b = a.filter((_, i) => i % 1000 !== 0);
+    const d = diffLines(a, b);
+    expect(diffStats(d)).toEqual({ added: 0, removed: 20 });
+  });
+  it("falls back to remove-then-add past MAX_EDITS", () => {
+    const a = Array.from({ length: 5000 }, (_, i) => `a${i}`);
+    const b = Array.from({ length: 5000 }, (_, i) => `b${i}`);
+    const d = diffLines(a, b);
+    expect(diffStats(d)).toEqual({ added: 5000, removed: 5000 });
+    expect(d.filter((l) => l.op !== "add").map((l) => l.text)).toEqual(a);
+  });
+});

@@ -19,17 +19,56 @@ export interface Hunk {
   lines: DiffLine[];
 }
 
+/** Past this many edits the middle of a diff is shown as removed-then-added (bounded memory). */
+export const MAX_EDITS = 4000;
+
 /** The edit script turning `a` into `b`, line by line. */
 export function diffLines(a: readonly string[], b: readonly string[]): DiffLine[] {
+  // Common prefix and suffix are cheap and usually most of a pass's output.
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  let endA = a.length;
+  let endB = b.length;
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
+    endA--;
+    endB--;
+  }
+  const out: DiffLine[] = [];
+  for (let i = 0; i < start; i++) out.push({ op: "same", text: a[i]!, oldNo: i + 1, newNo: i + 1 });
+  const middle = myers(a.slice(start, endA), b.slice(start, endB)) ?? naive(endA - start, endB - start);
+  for (const [op, i, j] of middle) {
+    if (op === "same") out.push({ op, text: a[start + i]!, oldNo: start + i + 1, newNo: start + j + 1 });
+    else if (op === "del") out.push({ op, text: a[start + i]!, oldNo: start + i + 1 });
+    else out.push({ op, text: b[start + j]!, newNo: start + j + 1 });
+  }
+  for (let k = 0; k < a.length - endA; k++) {
+    out.push({ op: "same", text: a[endA + k]!, oldNo: endA + k + 1, newNo: endB + k + 1 });
+  }
+  return out;
+}
+
+/** [op, index in a, index in b] */
+type Edit = [DiffOp, number, number];
+
+function naive(n: number, m: number): Edit[] {
+  const out: Edit[] = [];
+  for (let i = 0; i < n; i++) out.push(["del", i, 0]);
+  for (let j = 0; j < m; j++) out.push(["add", 0, j]);
+  return out;
+}
+
+/** Myers' greedy algorithm; null when the texts differ in more than MAX_EDITS lines. */
+function myers(a: readonly string[], b: readonly string[]): Edit[] | null {
   const n = a.length;
   const m = b.length;
-  const max = n + m;
+  const max = Math.min(n + m, MAX_EDITS);
   const offset = max + 1;
   const v = new Int32Array(2 * max + 3);
+  // trace[d] holds v[-d..d] before step d (the only part step d reads).
   const trace: Int32Array[] = [];
-  let found = false;
+  let found = n + m === 0;
   for (let d = 0; d <= max && !found; d++) {
-    trace.push(v.slice());
+    trace.push(v.slice(offset - d, offset + d + 1));
     for (let k = -d; k <= d; k += 2) {
       const down = k === -d || (k !== d && v[offset + k - 1]! < v[offset + k + 1]!);
       let x = down ? v[offset + k + 1]! : v[offset + k - 1]! + 1;
@@ -45,25 +84,26 @@ export function diffLines(a: readonly string[], b: readonly string[]): DiffLine[
       }
     }
   }
-  // Walk the trace backwards to recover the script.
-  const out: DiffLine[] = [];
+  if (!found) return null;
+  const out: Edit[] = [];
   let x = n;
   let y = m;
   for (let d = trace.length - 1; d >= 0; d--) {
     const vd = trace[d]!;
+    const at = (k: number) => vd[k + d]!; // vd covers k in [-d, d]
     const k = x - y;
-    const down = k === -d || (k !== d && vd[offset + k - 1]! < vd[offset + k + 1]!);
+    const down = k === -d || (k !== d && at(k - 1) < at(k + 1));
     const prevK = down ? k + 1 : k - 1;
-    const prevX = vd[offset + prevK]!;
+    const prevX = d === 0 ? 0 : at(prevK);
     const prevY = prevX - prevK;
     while (x > prevX && y > prevY) {
-      out.push({ op: "same", text: a[x - 1]!, oldNo: x, newNo: y });
+      out.push(["same", x - 1, y - 1]);
       x--;
       y--;
     }
     if (d > 0) {
-      if (down) out.push({ op: "add", text: b[y - 1]!, newNo: y });
-      else out.push({ op: "del", text: a[x - 1]!, oldNo: x });
+      if (down) out.push(["add", x, y - 1]);
+      else out.push(["del", x - 1, y]);
     }
     x = prevX;
     y = prevY;
