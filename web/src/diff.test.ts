@@ -59,3 +59,13 @@ describe("large diffs", () => {
     expect(d.filter((l) => l.op !== "add").map((l) => l.text)).toEqual(a);
   });
 });
+
+describe("hunk starts", () => {
+  it("count from the first line of each side in the hunk", () => {
+    const hunks = toHunks(diffLines(["a", "b"], ["x", "a", "b"]));
+    expect(hunks[0]!.oldStart).toBe(1);
+    expect(hunks[0]!.newStart).toBe(1);
+    const replaced = toHunks(diffLines(["a"], ["b"]));
+    expect([replaced[0]!.oldStart, replaced[0]!.newStart]).toEqual([1, 1]);
+  });
+});

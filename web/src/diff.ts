@@ -132,10 +132,9 @@ export function toHunks(lines: readonly DiffLine[], context = 3): Hunk[] {
     }
     const stop = Math.min(lines.length, end + context + 1);
     const slice = lines.slice(start, stop);
-    const first = slice[0]!;
     hunks.push({
-      oldStart: first.oldNo ?? nearestOld(lines, start),
-      newStart: first.newNo ?? nearestNew(lines, start),
+      oldStart: slice.find((l) => l.oldNo !== undefined)?.oldNo ?? nearestOld(lines, start) + 1,
+      newStart: slice.find((l) => l.newNo !== undefined)?.newNo ?? nearestNew(lines, start) + 1,
       lines: slice,
     });
     i = stop;
