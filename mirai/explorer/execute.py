@@ -55,8 +55,12 @@ def execute(
             return error_response(
                 "memory limit exceeded", "the request needed more memory than a worker may use"
             )
-        except Exception as err:
+        except Exception as err:  # raised while compiling the user's model or kernels
             detail = "".join(traceback.format_exception(type(err), err, err.__traceback__))
-            return error_response(f"internal error: {type(err).__name__}: {err}", detail)
+            summary = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            message = (
+                f"could not generate {request.get('ir_type')}: {type(err).__name__}: {summary}"
+            )
+            return error_response(message, detail)
         finally:
             os.chdir(previous_cwd)

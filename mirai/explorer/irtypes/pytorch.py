@@ -20,7 +20,8 @@ LINALG_TO_LLVM = (
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-deallocation-pipeline,convert-linalg-to-loops,expand-strided-metadata,lower-affine,"
-    "convert-scf-to-cf,finalize-memref-to-llvm,convert-math-to-llvm,convert-arith-to-llvm,"
+    "convert-scf-to-cf,func.func(math-expand-ops),convert-math-to-libm,finalize-memref-to-llvm,"
+    "convert-math-to-llvm,convert-arith-to-llvm,"
     "convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)",
 )
 
@@ -39,7 +40,7 @@ def _torchscript(ctx: Context) -> Sections:
     for item in models(ctx):
         with torch.no_grad():
             traced = torch.jit.trace(item.model, item.inputs)
-        sections.append((item.label, str(traced.graph)))
+        sections.append((item.label, str(traced.inlined_graph)))
     return sections
 
 
@@ -58,7 +59,10 @@ def _torch_mlir(output_type: str):
 
 # ir_type -> (function giving one (label, text) per model, description)
 SOURCES = {
-    "torch_script_graph_ir": (_torchscript, "torch.jit.trace(model, example_input).graph"),
+    "torch_script_graph_ir": (
+        _torchscript,
+        "torch.jit.trace(model, example_input), graph with calls inlined",
+    ),
     "torch_mlir": (_torch_mlir("torch"), "Torch-MLIR FX export, torch dialect"),
     "tosa_mlir": (_torch_mlir("tosa"), "Torch-MLIR -> TOSA"),
     "linalg_on_tensors_mlir": (_torch_mlir("linalg-on-tensors"), "Torch-MLIR -> Linalg-on-Tensors"),
