@@ -1,20 +1,16 @@
 /**
- * One output pane: its own IR type and pipeline, a compile with progress and cancel, the output
- * (highlighted, copy, download), stage stepping and diffs for dumps, and errors.
+ * One output pane: its own IR type, Triton target and pipeline; a compile with progress and cancel;
+ * the output (see outputView.ts) with copy and download; errors.
  */
 import { generateWithProgress, type Failure, type GenerateRequest } from "../api";
 import { findIrType, irTypesFor, defaultIrType, type Catalog, type Language } from "../catalog";
-import { createEditor, type CodeEditor } from "../editor";
 import { toRequestFields } from "../pipeline";
-import { splitStages, type Stage } from "../stages";
 import type { PaneState } from "../state";
-import { unifiedDiff } from "../diff";
-import { renderDiff } from "./diffView";
 import { clear, copyText, download, flash, h } from "./dom";
 import { renderError } from "./errorView";
+import { OutputView } from "./outputView";
 import { PipelineBuilder } from "./pipelineBuilder";
 import { ProgressView } from "./progressView";
-import { StageNav, type StageMode } from "./stageNav";
 
 export interface PaneContext {
   catalog: Catalog;
@@ -51,14 +47,10 @@ export class Pane {
   private readonly pipeline: PipelineBuilder;
   private readonly progress: ProgressView;
   private readonly errorBox: HTMLElement;
-  private readonly stageNav: StageNav;
-  private readonly outputHost: HTMLElement;
-  private readonly diffHost: HTMLElement;
-  private readonly output: CodeEditor;
+  private readonly output: OutputView;
   private readonly statusLine: HTMLElement;
   private controller: AbortController | null = null;
   private timer: number | undefined;
-  private lastOutput = "";
   /** Finished compilations, exposed as data-done so tests and tools can wait for the next one. */
   private finished = 0;
 
@@ -88,7 +80,7 @@ export class Pane {
         type: "button",
         class: "copy",
         title: "Copy what the pane shows",
-        on: { click: () => void copyText(this.shownText()).then(() => flash(copyButton, "Copied")) },
+        on: { click: () => void copyText(this.output.shownText()).then(() => flash(copyButton, "Copied")) },
       },
       "Copy",
     );
@@ -108,9 +100,7 @@ export class Pane {
     );
     this.progress = new ProgressView(() => this.cancel());
     this.errorBox = h("div", { class: "error-host" });
-    this.stageNav = new StageNav((stages, i, mode) => this.showStage(stages, i, mode));
-    this.outputHost = h("div", { class: "output-host" });
-    this.diffHost = h("div", { class: "diff-host", hidden: true });
+    this.output = new OutputView(findIrType(ctx.catalog, state.irType).syntax);
     this.statusLine = h("span", { class: "pane-status" });
     this.element = h(
       "section",
@@ -139,15 +129,9 @@ export class Pane {
       this.pipeline.element,
       this.progress.element,
       this.errorBox,
-      this.stageNav.element,
-      h("div", { class: "output-area" }, this.outputHost, this.diffHost),
+      this.output.nav,
+      this.output.area,
     );
-    this.output = createEditor(this.outputHost, {
-      text: "",
-      syntax: findIrType(ctx.catalog, state.irType).syntax,
-      readOnly: true,
-      label: "IR output",
-    });
     this.refreshIrTypes();
   }
 
@@ -236,7 +220,7 @@ export class Pane {
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
     if (result.status === "ok") {
       this.showError(null);
-      this.setOutput(result.output);
+      this.output.setOutput(result.output);
       this.statusLine.textContent = `${seconds} s`;
       this.element.dataset["state"] = "ok";
     } else {
@@ -254,42 +238,10 @@ export class Pane {
     if (error) this.errorBox.appendChild(renderError(error));
   }
 
-  private setOutput(output: string): void {
-    this.lastOutput = output;
-    this.stageNav.setStages(splitStages(output));
-  }
-
-  private showStage(stages: Stage[], index: number, mode: StageMode): void {
-    const stage = stages[index];
-    if (!stage) return;
-    const diff = mode === "diff" && index > 0;
-    this.outputHost.hidden = diff;
-    this.diffHost.hidden = !diff;
-    if (diff) {
-      clear(this.diffHost);
-      const before = stages[index - 1]!;
-      this.diffHost.appendChild(renderDiff(before.text, stage.text, before.title, stage.title));
-    } else {
-      const text = stages.length > 1 ? stage.text : this.lastOutput;
-      this.output.setText(text);
-    }
-  }
-
-  /** The text on screen: the stage, the diff, or the whole output. */
-  private shownText(): string {
-    const { stage, previous, mode } = this.stageNav.current();
-    if (!stage) return this.lastOutput;
-    if (mode === "diff" && previous) {
-      return unifiedDiff(previous.text, stage.text, previous.title, stage.title);
-    }
-    return this.output.getText();
-  }
-
   private download(): void {
     const syntax = findIrType(this.ctx.catalog, this.state.irType).syntax;
-    const { mode, previous } = this.stageNav.current();
-    const ext = mode === "diff" && previous ? "diff" : EXTENSION[syntax] ?? "txt";
-    download(`${this.state.irType}.${ext}`, this.shownText());
+    const ext = this.output.showsDiff() ? "diff" : (EXTENSION[syntax] ?? "txt");
+    download(`${this.state.irType}.${ext}`, this.output.shownText());
   }
 
   /** Replaces the pane's settings (from a permalink). */
@@ -302,7 +254,7 @@ export class Pane {
   destroy(): void {
     clearTimeout(this.timer);
     this.cancel();
-    this.output.view.destroy();
+    this.output.destroy();
     this.element.remove();
   }
 }

@@ -1,0 +1,83 @@
+/**
+ * What a pane shows of a result: the output highlighted in a read-only editor, or for a dump, its
+ * stages one at a time with a diff against the stage before. Knows the text on screen (for copy and
+ * download).
+ */
+import type { Syntax } from "../catalog";
+import { unifiedDiff } from "../diff";
+import { createEditor, type CodeEditor } from "../editor";
+import { splitStages, type Stage } from "../stages";
+import { renderDiff } from "./diffView";
+import { clear, h } from "./dom";
+import { StageNav, type StageMode } from "./stageNav";
+
+export class OutputView {
+  /** The stage navigation (shown only for dumps). */
+  readonly nav: HTMLElement;
+  /** The output or the diff. */
+  readonly area: HTMLElement;
+  private readonly stageNav: StageNav;
+  private readonly editorHost: HTMLElement;
+  private readonly diffHost: HTMLElement;
+  private readonly editor: CodeEditor;
+  private output = "";
+
+  constructor(syntax: Syntax) {
+    this.stageNav = new StageNav((stages, i, mode) => this.show(stages, i, mode));
+    this.nav = this.stageNav.element;
+    this.editorHost = h("div", { class: "output-host" });
+    this.diffHost = h("div", { class: "diff-host", hidden: true });
+    this.area = h("div", { class: "output-area" }, this.editorHost, this.diffHost);
+    this.editor = createEditor(this.editorHost, {
+      text: "",
+      syntax,
+      readOnly: true,
+      label: "IR output",
+    });
+  }
+
+  setSyntax(syntax: Syntax): void {
+    this.editor.setSyntax(syntax);
+  }
+
+  /** Shows a new output; a dump is split into stages. */
+  setOutput(output: string): void {
+    this.output = output;
+    this.stageNav.setStages(splitStages(output));
+  }
+
+  /** The text on screen: the stage, the diff (unified), or the whole output. */
+  shownText(): string {
+    const { stage, previous, mode } = this.stageNav.current();
+    if (!stage) return this.output;
+    if (mode === "diff" && previous) {
+      return unifiedDiff(previous.text, stage.text, previous.title, stage.title);
+    }
+    return this.editor.getText();
+  }
+
+  /** Whether a diff is on screen. */
+  showsDiff(): boolean {
+    const { mode, previous } = this.stageNav.current();
+    return mode === "diff" && previous !== undefined;
+  }
+
+  destroy(): void {
+    this.editor.view.destroy();
+  }
+
+  private show(stages: Stage[], index: number, mode: StageMode): void {
+    const stage = stages[index];
+    if (!stage) return;
+    const diff = mode === "diff" && index > 0;
+    this.editorHost.hidden = diff;
+    this.diffHost.hidden = !diff;
+    if (diff) {
+      clear(this.diffHost);
+      const before = stages[index - 1]!;
+      this.diffHost.appendChild(renderDiff(before.text, stage.text, before.title, stage.title));
+    } else {
+      this.editor.setText(stages.length > 1 ? stage.text : this.output);
+    }
+  }
+}
