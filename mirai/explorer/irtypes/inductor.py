@@ -8,7 +8,7 @@ adapts the request's models to it.
 from __future__ import annotations
 
 from mirai.explorer.errors import ExplorerError
-from mirai.explorer.irtypes.pytorch import models
+from mirai.explorer.irtypes.mirai_ops import ops_of
 from mirai.explorer.irtypes.registry import Context, Sections, register
 
 DEFAULT_TARGET = "sm_90"
@@ -37,9 +37,9 @@ def inductor_output_code(ctx: Context) -> Sections:
     capture = capture_function()
     target = ctx.request.get("cuda_target") or DEFAULT_TARGET
     sections = []
-    for item in models(ctx):
+    for op, inputs in ops_of(ctx):
         try:
-            codes = capture(item.model, list(item.inputs), target=target)
+            codes = capture(op, inputs, target=target)
         except ExplorerError:
             raise
         except Exception as err:
@@ -47,7 +47,7 @@ def inductor_output_code(ctx: Context) -> Sections:
                 f"Inductor capture failed: {type(err).__name__}: {err}", _traceback(err)
             ) from None
         for name, code in zip(GRAPH_NAMES, codes):
-            sections.append((f"{item.label} {name}", code))
+            sections.append((f"{op.name} {name}", code))
     return sections
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mirai.explorer.irtypes.registry import Context, Sections, register
-from mirai.explorer.irtypes.usercode import Explored, find_models, run_user_code
+from mirai.explorer.irtypes.usercode import Explored, UserRun, find_models, run_user_code
 from mirai.explorer.runner import run_tool
 from mirai.explorer.tools import TOOLS
 
@@ -26,11 +26,16 @@ LINALG_TO_LLVM = (
 )
 
 
+def user_run(ctx: Context) -> UserRun:
+    """The one run of the request's user code (memoised: every step of a request shares it)."""
+    if "run" not in ctx.memo:
+        ctx.memo["run"] = run_user_code(ctx.code, ctx.workdir)
+    return ctx.memo["run"]
+
+
 def models(ctx: Context) -> list[Explored]:
-    """The request's models, from one run of the user code (memoised for the request)."""
-    if "models" not in ctx.memo:
-        ctx.memo["models"] = find_models(run_user_code(ctx.code, ctx.workdir))
-    return ctx.memo["models"]
+    """The request's models with their example inputs."""
+    return find_models(user_run(ctx))
 
 
 def _torchscript(ctx: Context) -> Sections:

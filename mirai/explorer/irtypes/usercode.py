@@ -120,7 +120,7 @@ def find_models(run: UserRun) -> list[Explored]:
     modules = [(k, v) for k, v in namespace.items() if isinstance(v, torch.nn.Module)]
     if not modules:
         raise ExplorerError("no model found in the code", NO_MODEL_HELP)
-    name, model = next(((k, v) for k, v in modules if k == "model"), modules[-1])
+    _, model = next(((k, v) for k, v in modules if k == "model"), modules[-1])
     inputs = next((namespace[k] for k in INPUT_NAMES if k in namespace), None)
     if inputs is None:
         tensors = [v for v in namespace.values() if isinstance(v, torch.Tensor)]
@@ -128,4 +128,4 @@ def find_models(run: UserRun) -> list[Explored]:
             raise ExplorerError("no example input found in the code", NO_MODEL_HELP)
         inputs = tensors[-1]
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-    return [Explored(name, model, inputs)]
+    return [Explored(type(model).__name__, model, inputs)]
