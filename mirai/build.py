@@ -1,5 +1,109 @@
 """`mirai.build`: the export pipeline, capture -> compile -> render, orchestrated in one call."""
 
+from __future__ import annotations
 
-def build(*args, **kwargs):
-    raise NotImplementedError
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirai.errors import MiraiError
+
+
+@dataclass
+class BuildResult:
+    """What `mirai.build` produced: the output folder, its files, and the capture behind them."""
+
+    output_dir: Path
+    files: list[Path]
+    capture: object = field(repr=False)
+    compiled: dict = field(repr=False)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def ops(self) -> list[str]:
+        return sorted(p.stem for p in self.files if p.suffix == ".cc" and "_" not in p.stem)
+
+
+def _progress(enabled: bool):
+    start = time.perf_counter()
+
+    def report(message: str) -> None:
+        if enabled:
+            print(
+                f"[mirai {time.perf_counter() - start:6.1f}s] {message}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return report
+
+
+def _check_output_dir(output_dir: Path) -> None:
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=output_dir, prefix=".mirai-write-test-"):
+            pass
+    except OSError as err:
+        raise MiraiError(f"output directory {str(output_dir)!r} is not writable: {err}") from None
+
+
+def build(
+    fn,
+    sample_inputs,
+    output_dir: str | os.PathLike = "./generated",
+    dynamic=False,
+    *,
+    target: str = "sm_90",
+    precision: str = "tf32",
+    gpu: bool | None = None,
+    progress: bool = True,
+) -> BuildResult:
+    """Export a @mirai.op function as TensorFlow custom ops backed by Triton kernels.
+
+    `sample_inputs` give shapes and dtypes (CPU tensors are fine on a machine without a GPU).
+    `dynamic=True` makes the leading (batch) dimension dynamic: one op serves every batch size.
+    `target` names the GPU architecture (e.g. "sm_90"); `precision` is "tf32" or "ieee" for float32
+    matmuls. `gpu=None` captures on a GPU when torch sees one, else GPU-less.
+
+    >>> # doctest: +SKIP
+    >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])
+    >>> result.ops
+    ['PffnBwd', 'PffnFwd']
+    """
+    from mirai.capture import capture, use_gpu
+    from mirai.compile import compile_all
+    from mirai.decorator import Op
+    from mirai.render import render
+    from mirai.targets import get_target
+
+    if not isinstance(fn, Op):
+        raise MiraiError(
+            f"mirai.build needs a function decorated with @mirai.op(name=...); got {fn!r}"
+        )
+    tgt = get_target(target)
+    out = Path(output_dir)
+    _check_output_dir(out)
+    report = _progress(progress)
+    timings = {}
+
+    mode = "on the GPU (torch.compile, max-autotune)" if use_gpu(gpu) else "GPU-less"
+    report(f"capture {fn.name} for {tgt.name} {mode}")
+    t = time.perf_counter()
+    cap = capture(fn, sample_inputs, target=tgt.name, dynamic=dynamic, precision=precision, gpu=gpu)
+    timings["capture"] = time.perf_counter() - t
+    n_fwd = len(cap.forward.launches)
+    n_bwd = len(cap.backward.launches) if cap.backward is not None else 0
+    report(f"captured {n_fwd} forward and {n_bwd} backward launches")
+
+    t = time.perf_counter()
+    compiled = compile_all(cap.kernels, tgt, progress=report)
+    timings["compile"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    files = render(cap, compiled, out)
+    timings["render"] = time.perf_counter() - t
+    report(f"wrote {len(files)} files to {out}/ (build the ops with: cd {out} && bash build.sh)")
+    return BuildResult(output_dir=out, files=files, capture=cap, compiled=compiled, timings=timings)

@@ -42,6 +42,17 @@ class _Symbols:
     def value(self, text: str):
         return eval(text, {"__builtins__": {}}, dict(self.symints))  # noqa: S307 (our own strings)
 
+    def ranges(self) -> dict:
+        """What the compilation assumed of each symbol: (min, max or None)."""
+        out = {}
+        for sym, ours in self.back.items():
+            value_range = self.shape_env.var_to_range.get(sym)
+            lo = int(value_range.lower) if value_range is not None else 0
+            upper = value_range.upper if value_range is not None else None
+            hi = int(upper) if upper is not None and upper.is_finite else None
+            out[str(ours)] = (lo, hi)
+        return out
+
     def canon(self, value) -> str:
         import torch
 
@@ -123,7 +134,12 @@ def capture_graphs(trace: Trace, target: Target, precision: str, gpu: bool, name
     symbols = _Symbols(trace)
     inputs = fake_inputs(trace, symbols)
     records, compiled = compile_graphs(
-        gm, inputs, gpu=gpu, precision=precision, num_sms=target.multi_processor_count
+        gm,
+        inputs,
+        gpu=gpu,
+        precision=precision,
+        num_user_outputs=len(trace.outputs),
+        num_sms=target.multi_processor_count,
     )
     forward = [r for r in records if r.kind == "forward"]
     backward = [r for r in records if r.kind == "backward"]
@@ -177,6 +193,7 @@ def capture_graphs(trace: Trace, target: Target, precision: str, gpu: bool, name
         outputs=trace.outputs,
         grad_inputs=trace.grad_inputs,
         symbols=dict(trace.symbols),
+        symbol_ranges=symbols.ranges(),
         forward=fwd,
         backward=bwd,
         saved=saved,

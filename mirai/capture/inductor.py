@@ -138,7 +138,40 @@ def choose_gemm_config(choices: list, num_sms: int) -> list:
     return [min(scored, key=lambda item: item[0])[1]]
 
 
-def compile_graphs(gm, example_inputs, *, gpu: bool, precision: str, num_sms: int = 132):
+def _make_outputs_dense(gm, indices) -> None:
+    """Make the user-visible outputs of `gm` dense row-major, as TensorFlow tensors are.
+
+    Inductor keeps the strides an output has in the graph; a gradient of a transposed input, say,
+    would come back transposed. A contiguous clone there lets Inductor write the dense layout in the
+    producing kernel instead.
+    """
+    import torch
+
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    outputs = list(output_node.args[0])
+    changed = False
+    for i in range(len(outputs)) if indices is None else indices:
+        node = outputs[i]
+        value = getattr(node, "meta", {}).get("val")
+        if not isinstance(value, torch.Tensor) or value.is_contiguous():
+            continue
+        with gm.graph.inserting_before(output_node):
+            dense = gm.graph.call_function(
+                torch.ops.aten.clone.default,
+                (node,),
+                {"memory_format": torch.contiguous_format},
+            )
+        dense.meta["val"] = value.clone(memory_format=torch.contiguous_format)
+        outputs[i] = dense
+        changed = True
+    if changed:
+        output_node.args = (tuple(outputs),) + tuple(output_node.args[1:])
+        gm.recompile()
+
+
+def compile_graphs(
+    gm, example_inputs, *, gpu: bool, precision: str, num_user_outputs: int, num_sms: int = 132
+):
     """Compile `gm` for CUDA with Inductor; return the GraphRecords of the forward and backward graphs."""
     import torch
     import torch._functorch.config as functorch_config
@@ -148,6 +181,8 @@ def compile_graphs(gm, example_inputs, *, gpu: bool, precision: str, num_sms: in
     records: list[GraphRecord] = []
 
     def recording_inner_compile(graph, inputs, **kwargs):
+        backward = bool(kwargs.get("is_backward"))
+        _make_outputs_dense(graph, None if backward else range(num_user_outputs))
         compiled = compile_fx_inner(graph, inputs, **kwargs)
         placeholders = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
         output_node = next(n for n in graph.graph.nodes if n.op == "output")
@@ -155,7 +190,7 @@ def compile_graphs(gm, example_inputs, *, gpu: bool, precision: str, num_sms: in
         fn = getattr(compiled, "current_callable", None)
         records.append(
             GraphRecord(
-                kind="backward" if kwargs.get("is_backward") else "forward",
+                kind="backward" if backward else "forward",
                 source=compiled.source_code,
                 placeholders=placeholders,
                 output_names=outputs,

@@ -1,0 +1,84 @@
+"""`mirai build FILE`: export the op that a Python file defines.
+
+The file either calls `mirai.build` itself when run as a script, or defines `MIRAI_BUILD = {"op": fn,
+"sample_inputs": list or callable}`; options on the command line override the file's.
+
+    mirai build examples/pffn.py --target sm_90 --output-dir generated
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from mirai.errors import MiraiError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "build",
+        help="export a @mirai.op function to TensorFlow ops",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="Python file defining MIRAI_BUILD (or calling mirai.build)")
+    p.add_argument(
+        "--output-dir", "-o", default="generated", help="where to write (default: generated)"
+    )
+    p.add_argument("--target", default=None, help="GPU architecture, e.g. sm_90 (default: sm_90)")
+    p.add_argument(
+        "--precision", default=None, choices=["tf32", "ieee"], help="float32 matmul precision"
+    )
+    p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
+    p.add_argument(
+        "--gpuless", action="store_true", help="capture GPU-less even if a GPU is present"
+    )
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
+    p.set_defaults(func=run)
+
+
+def _load_module(path: Path):
+    """Import the file as a module of its own (Dynamo needs the function's module importable)."""
+    name = f"mirai_user_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent.resolve()))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def run(args) -> int:
+    import mirai
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise MiraiError(f"no such file: {path}")
+    spec = getattr(_load_module(path), "MIRAI_BUILD", None)
+    if not isinstance(spec, dict) or "op" not in spec:
+        raise MiraiError(
+            f"{path} defines no MIRAI_BUILD = {{'op': fn, 'sample_inputs': [...]}}; add one, or run "
+            "the file with python if it calls mirai.build itself"
+        )
+    samples = spec.get("sample_inputs")
+    if callable(samples):
+        samples = samples()
+    options = {k: spec[k] for k in ("target", "precision", "dynamic") if k in spec}
+    for key in ("target", "precision", "dynamic"):
+        if getattr(args, key) is not None:
+            options[key] = getattr(args, key)
+    result = mirai.build(
+        spec["op"],
+        sample_inputs=samples,
+        output_dir=args.output_dir,
+        gpu=False if args.gpuless else None,
+        progress=not args.quiet,
+        **options,
+    )
+    print(f"{', '.join(result.ops)}: {len(result.files)} files in {result.output_dir}/")
+    return 0
