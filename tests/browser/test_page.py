@@ -126,6 +126,10 @@ def test_two_step_pipeline_with_dump_after_each_stages_and_diff(page):
     p.locator("button.stage-next").click()
     assert p.locator(".diff-view .diff-add").count() > 0
     assert "llvm." in p.locator(".diff-view").inner_text()
+    # Alt+Left steps back from the keyboard.
+    p.locator("button.view-ir").focus()
+    page.keyboard.press("Alt+ArrowLeft")
+    assert p.locator("select.stage-select").input_value() == "1"
 
 
 def test_triton_pipeline_with_triton_opt_steps(page):
@@ -247,3 +251,20 @@ def test_narrow_window(new_page):
     source_box = page.locator(".source").bounding_box()
     pane_box = pane(page).bounding_box()
     assert pane_box["y"] >= source_box["y"] + source_box["height"] - 1
+
+
+def test_splitter_resizes_and_outputs_wrap(page):
+    assert wait_for_result(page) == "ok"
+    source = page.locator(".source")
+    width = source.bounding_box()["width"]
+    bar = page.locator(".splitter").bounding_box()
+    page.mouse.move(bar["x"] + bar["width"] / 2, bar["y"] + 200)
+    page.mouse.down()
+    page.mouse.move(bar["x"] + 200, bar["y"] + 200, steps=5)
+    page.mouse.up()
+    assert source.bounding_box()["width"] > width + 150
+    lines = pane(page).locator(".output-host .cm-line")
+    tall = lines.nth(2).bounding_box()["height"]
+    pane(page).locator("button.wrap").click()
+    assert pane(page).locator("button.wrap").get_attribute("aria-pressed") == "true"
+    assert lines.nth(2).bounding_box()["height"] > tall * 1.5

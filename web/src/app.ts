@@ -12,6 +12,7 @@ import { applyTheme, currentTheme, initialTheme } from "./theme";
 import { copyText, flash, h } from "./ui/dom";
 import { renderError } from "./ui/errorView";
 import { Pane } from "./ui/pane";
+import { createSplitter } from "./ui/splitter";
 
 const LANGUAGE_LABELS: Record<Language, string> = {
   pytorch: "PyTorch",
@@ -85,6 +86,14 @@ export class App {
       themeLabel(),
     );
     const sourceHost = h("div", { class: "editor-host" });
+    const source = h(
+      "section",
+      { class: "source", "aria-label": "Source" },
+      h("div", { class: "source-header" }, "Source"),
+      sourceHost,
+    );
+    const workspace = h("main", { class: "workspace" }, source);
+    workspace.append(createSplitter(workspace), this.panesHost);
     this.root.append(
       h(
         "header",
@@ -100,17 +109,7 @@ export class App {
       ),
       this.shareBox,
       this.banner,
-      h(
-        "main",
-        { class: "workspace" },
-        h(
-          "section",
-          { class: "source", "aria-label": "Source" },
-          h("div", { class: "source-header" }, "Source"),
-          sourceHost,
-        ),
-        this.panesHost,
-      ),
+      workspace,
       this.footer,
     );
     this.source = createEditor(sourceHost, {

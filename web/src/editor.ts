@@ -78,6 +78,7 @@ export function languageFor(syntax: Syntax): Extension {
 export interface CodeEditor {
   view: EditorView;
   setSyntax(syntax: Syntax): void;
+  setWrap(wrap: boolean): void;
   setText(text: string): void;
   getText(): string;
 }
@@ -88,6 +89,7 @@ export function createEditor(
   options: { text: string; syntax: Syntax; readOnly: boolean; label: string; onChange?: () => void },
 ): CodeEditor {
   const language = new Compartment();
+  const wrapping = new Compartment();
   const extensions: Extension[] = [
     lineNumbers(),
     foldGutter(),
@@ -98,6 +100,7 @@ export function createEditor(
     syntaxHighlighting(highlight),
     baseTheme,
     language.of(languageFor(options.syntax)),
+    wrapping.of([]),
     keymap.of([...defaultKeymap, ...searchKeymap, ...historyKeymap]),
     EditorView.contentAttributes.of({ "aria-label": options.label }),
   ];
@@ -122,6 +125,9 @@ export function createEditor(
     view,
     setSyntax(syntax) {
       view.dispatch({ effects: language.reconfigure(languageFor(syntax)) });
+    },
+    setWrap(wrap) {
+      view.dispatch({ effects: wrapping.reconfigure(wrap ? EditorView.lineWrapping : []) });
     },
     setText(text) {
       view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } });

@@ -40,6 +40,15 @@ export class OutputView {
     this.editor.setSyntax(syntax);
   }
 
+  setWrap(wrap: boolean): void {
+    this.editor.setWrap(wrap);
+  }
+
+  /** Steps to the previous (-1) or next (+1) stage of a dump. */
+  step(delta: -1 | 1): void {
+    this.stageNav.step(delta);
+  }
+
   /** Shows a new output; a dump is split into stages. */
   setOutput(output: string): void {
     this.output = output;

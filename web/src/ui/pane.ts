@@ -84,6 +84,23 @@ export class Pane {
       },
       "Copy",
     );
+    const wrapButton: HTMLButtonElement = h(
+      "button",
+      {
+        type: "button",
+        class: "wrap",
+        title: "Wrap long lines",
+        "aria-pressed": "false",
+        on: {
+          click: () => {
+            const wrap = wrapButton.getAttribute("aria-pressed") !== "true";
+            wrapButton.setAttribute("aria-pressed", String(wrap));
+            this.output.setWrap(wrap);
+          },
+        },
+      },
+      "Wrap",
+    );
     const downloadButton = h(
       "button",
       { type: "button", class: "download", title: "Download what the pane shows", on: { click: () => this.download() } },
@@ -113,6 +130,7 @@ export class Pane {
         h("button", { type: "button", class: "compile primary", on: { click: () => void this.compile() } }, "Compile"),
         copyButton,
         downloadButton,
+        wrapButton,
         this.statusLine,
         h(
           "button",
@@ -133,6 +151,12 @@ export class Pane {
       this.output.area,
     );
     this.refreshIrTypes();
+    // Alt+Left / Alt+Right step through the stages of a dump.
+    this.element.addEventListener("keydown", (e) => {
+      if (!e.altKey || (e.key !== "ArrowLeft" && e.key !== "ArrowRight")) return;
+      e.preventDefault();
+      this.output.step(e.key === "ArrowLeft" ? -1 : 1);
+    });
   }
 
   /** Refills the IR type list for the source's language, keeping the type when it fits. */

@@ -81,6 +81,10 @@ export class StageNav {
     };
   }
 
+  step(delta: -1 | 1): void {
+    this.go(this.index + delta);
+  }
+
   private go(index: number): void {
     if (index < 0 || index >= this.stages.length) return;
     this.index = index;
