@@ -50,6 +50,9 @@ class GenerateRequest(_Request):
         description="GPU target of Triton compilation, 'cuda:<cc>' or 'hip:<arch>' "
         "(default cuda:90; hip:gfx942 for triton_amdgpu)",
     )
+    cuda_target: str | None = Field(
+        None, description="CUDA target of inductor_output_code and mirai_tf_op (default sm_90)"
+    )
 
     @field_validator("selected_language", mode="before")
     @classmethod

@@ -141,4 +141,24 @@ def test_mirai_tf_op(server):
     assert result["status"] == "ok", f"{result.get('message')}\n{result.get('detail')}"
     output = result["output"]
     assert "REGISTER_OP(" in output
-    assert "Fwd.cc -----" in output and "Bwd.cc -----" in output
+    assert "// ----- MyModelFwd.cc -----" in output and "// ----- MyModelBwd.cc -----" in output
+    assert "MyModelFwd_launch.h -----" in output
+
+
+MIRAI_OP = """
+import torch
+import mirai
+
+@mirai.op(name="ScaledTanh")
+def scaled_tanh(x, w):
+    return torch.tanh(x * w)
+
+example_input = (torch.randn(8, 16), torch.randn(16))
+""".strip()
+
+
+def test_inductor_output_code_of_a_mirai_op(server):
+    result = server.generate(code=MIRAI_OP, ir_type="inductor_output_code", timeout=300)
+    assert result["status"] == "ok", f"{result.get('message')}\n{result.get('detail')}"
+    assert "# ----- ScaledTanh forward -----" in result["output"]
+    assert "tanh" in result["output"]

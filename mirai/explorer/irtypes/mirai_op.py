@@ -13,10 +13,14 @@ from mirai.explorer.irtypes.mirai_ops import ops_of
 from mirai.explorer.irtypes.registry import Context, Sections, register
 
 DEFAULT_TARGET = "sm_90"
+# The generated C++ shown, per op (forward, then backward): the TF op, then the launch code it adapts.
+SOURCE_PATTERNS = ("*{phase}.cc", "*{phase}_launch.h")
 
 
 @register(
-    "mirai_tf_op", "pytorch", "mirai's generated TensorFlow custom ops (C++), forward then backward"
+    "mirai_tf_op",
+    "pytorch",
+    "mirai's generated TensorFlow custom ops (C++: op and launch code), forward then backward",
 )
 def mirai_tf_op(ctx: Context) -> Sections:
     try:
@@ -38,7 +42,12 @@ def mirai_tf_op(ctx: Context) -> Sections:
             raise ExplorerError(
                 f"mirai build failed: {type(err).__name__}: {err}", detail
             ) from None
-        sources = sorted(out_dir.glob("*Fwd.cc")) + sorted(out_dir.glob("*Bwd.cc"))
+        sources = [
+            path
+            for phase in ("Fwd", "Bwd")
+            for pattern in SOURCE_PATTERNS
+            for path in sorted(out_dir.glob(pattern.format(phase=phase)))
+        ]
         if not sources:
             raise ExplorerError("mirai build wrote no op sources", f"in {out_dir}")
         sections += [(path.name, path.read_text()) for path in sources]

@@ -23,24 +23,42 @@ def op_name(label: str) -> str:
     return name if name[0].isalpha() else f"Op{name}"
 
 
-def as_op(item: Explored):
-    """`item.model` as a mirai Op (a wrapper with one named parameter per example input)."""
+def as_op(item: Explored) -> tuple[object, list]:
+    """`item.model` as a mirai Op and its sample inputs.
+
+    The export face exports functions of tensors, so a module's parameters and buffers become inputs
+    after the example inputs (`torch.func.functional_call`); buffers get no gradient.
+    """
+    import torch
     from mirai.decorator import Op, op
 
     if isinstance(item.model, Op):
-        return item.model
+        return item.model, list(item.inputs)
     model = item.model
+    n_inputs = len(item.inputs)
+    state = {}
+    if isinstance(model, torch.nn.Module):
+        state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    state_names = list(state)
+    buffer_names = set(dict(model.named_buffers())) if state else set()
 
     def forward(*args):
-        return model(*args)
+        if not state_names:
+            return model(*args)
+        tensors = dict(zip(state_names, args[n_inputs:]))
+        return torch.func.functional_call(model, tensors, tuple(args[:n_inputs]))
 
+    params = [f"x{i}" for i in range(n_inputs)] + [_identifier(n) for n in state_names]
     forward.__signature__ = inspect.Signature(
-        [
-            inspect.Parameter(f"x{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            for i in range(len(item.inputs))
-        ]
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params]
     )
-    return op(forward, name=op_name(item.label))
+    no_grad = [_identifier(n) for n in state_names if n in buffer_names]
+    samples = list(item.inputs) + [t.detach() for t in state.values()]
+    return op(forward, name=op_name(item.label), no_grad=no_grad), samples
+
+
+def _identifier(name: str) -> str:
+    return "p_" + re.sub(r"\W", "_", name)
 
 
 def ops_of(ctx: Context) -> list[tuple[object, list]]:
@@ -56,4 +74,4 @@ def ops_of(ctx: Context) -> list[tuple[object, list]]:
             if inputs is not None:
                 inputs = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
                 return [(defined[-1], inputs)]
-    return [(as_op(item), list(item.inputs)) for item in models(ctx)]
+    return [as_op(item) for item in models(ctx)]
