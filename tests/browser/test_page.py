@@ -99,7 +99,15 @@ def test_two_step_pipeline_with_dump_after_each_stages_and_diff(page):
     p.locator(".step").nth(1).get_by_role("button", name="Move up (within this tool)").click()
 
     before = done_count(page)
-    p.locator("button.compile").click()
+    with page.expect_request(lambda r: r.url.endswith("/jobs") and r.method == "POST") as sent:
+        p.locator("button.compile").click()
+    assert sent.value.post_data_json == {
+        "code": RAW_MLIR,
+        "ir_type": "raw_ir",
+        "selected_language": "raw_ir",
+        "mlir_opt": "--canonicalize && --convert-arith-to-llvm",
+        "dump_after_each_opt": True,
+    }
     assert wait_for_result(page, after=before) == "ok"
 
     stages = p.locator("select.stage-select option").all_inner_texts()
@@ -171,16 +179,28 @@ def test_error_message_with_detail_behind_a_disclosure(page):
     assert "boom from the browser test" in detail.inner_text()
 
 
-def test_long_compile_shows_progress_and_cancels(page):
+def test_long_compile_shows_progress_and_cancels(page, server_url):
     assert wait_for_result(page) == "ok"
     before = done_count(page)
-    set_source(page, "import time\n\ntime.sleep(60)\n")
+    with page.expect_response(lambda r: r.url.endswith("/jobs")) as submitted:
+        set_source(page, "import time\n\ntime.sleep(60)\n")
+    job_id = submitted.value.json()["job_id"]
     progress = pane(page).locator(".progress")
     progress.wait_for(state="visible", timeout=15_000)
     assert "Compiling" in progress.inner_text()
     progress.locator("button.cancel").click()
     assert wait_for_result(page, after=before, timeout=15_000) == "cancelled"
     assert not progress.is_visible()
+    # The job is cancelled on the server too, not only abandoned by the page.
+    status = page.wait_for_function(
+        """async ([url, id]) => {
+            const r = await fetch(`${url}/status/${id}`).then((r) => r.json());
+            return r.state === "cancelled" ? r : null;
+        }""",
+        arg=[server_url, job_id],
+        timeout=10_000,
+    )
+    assert status.json_value()["state"] == "cancelled"
 
 
 def test_permalink_restores_the_whole_state_in_a_new_page(new_page):

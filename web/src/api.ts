@@ -164,7 +164,7 @@ export async function generateWithProgress(
     // A cached result may come back with the submission itself.
     const immediate = jobResult(submitted.body);
     if (immediate) return immediate;
-    let delay = 100;
+    let delay = 50;
     for (;;) {
       await sleep(delay, signal);
       delay = Math.min(delay * 1.5, 1000);
