@@ -144,8 +144,8 @@ def test_triton_pipeline_with_triton_opt_steps(page):
     page.locator("#language").select_option("triton")
     p = pane(page)
     p.locator("select.ir-type").select_option("triton_gpu_ir")
-    assert p.locator("select.triton-target").is_visible()
-    p.locator("select.triton-target").select_option("cuda:80")
+    assert p.locator("select.target").is_visible()
+    p.locator("select.target").select_option("cuda:80")
     open_pipeline(p)
     for flags in ("--tritongpu-coalesce", "--canonicalize"):
         p.locator("select.add-tool").select_option("triton_opt")
@@ -153,7 +153,10 @@ def test_triton_pipeline_with_triton_opt_steps(page):
         p.locator("input.flags").last.fill(flags)
     p.locator("input.dump-each").check()
     before = done_count(page)
-    p.locator("button.compile").click()
+    with page.expect_request(lambda r: r.url.endswith("/jobs") and r.method == "POST") as sent:
+        p.locator("button.compile").click()
+    assert sent.value.post_data_json["triton_target"] == "cuda:80"
+    assert sent.value.post_data_json["triton_opt"] == "--tritongpu-coalesce && --canonicalize"
     assert wait_for_result(page, after=before) == "ok"
     assert p.locator("select.stage-select option").all_inner_texts() == [
         "1. Initial IR",
@@ -163,6 +166,16 @@ def test_triton_pipeline_with_triton_opt_steps(page):
     assert "ttg." in output_text(page)
     p.locator("button.view-diff").click()
     assert p.locator(".diff-view").is_visible()
+    # Other IR types have no target choice, or their own (cuda_target).
+    page.locator("#language").select_option("pytorch")
+    assert not p.locator("select.target").is_visible()
+    p.locator("select.ir-type").select_option("mirai_tf_op")
+    assert p.locator("select.target option").all_inner_texts()[1:] == [
+        "sm_80 (A100)",
+        "sm_86",
+        "sm_89",
+        "sm_90 (H100)",
+    ]
 
 
 def test_error_message_with_detail_behind_a_disclosure(page):

@@ -55,6 +55,40 @@ export const BUILT_IN: Catalog = {
   source: "built-in",
 };
 
+/** A request field choosing the GPU target of an IR type, with the values the server knows. */
+export interface TargetChoice {
+  field: "triton_target" | "cuda_target";
+  options: [value: string, label: string][];
+}
+
+const TRITON_TARGET: TargetChoice = {
+  field: "triton_target",
+  options: [
+    ["cuda:80", "CUDA sm_80"],
+    ["cuda:90", "CUDA sm_90"],
+    ["cuda:100", "CUDA sm_100"],
+    ["hip:gfx90a", "HIP gfx90a"],
+    ["hip:gfx942", "HIP gfx942"],
+  ],
+};
+
+const CUDA_TARGET: TargetChoice = {
+  field: "cuda_target",
+  options: [
+    ["sm_80", "sm_80 (A100)"],
+    ["sm_86", "sm_86"],
+    ["sm_89", "sm_89"],
+    ["sm_90", "sm_90 (H100)"],
+  ],
+};
+
+/** The target choice of an IR type, if it has one (absent value: the server's default). */
+export function targetFor(irType: IrType): TargetChoice | null {
+  if (irType.group === "triton") return TRITON_TARGET;
+  if (irType.value === "inductor_output_code" || irType.value === "mirai_tf_op") return CUDA_TARGET;
+  return null;
+}
+
 /** The IR types a pane may pick for an input language; raw_ir fits every language. */
 export function irTypesFor(catalog: Catalog, language: Language): IrType[] {
   const group: Group = language === "raw_ir" ? "raw" : language;

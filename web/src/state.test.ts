@@ -16,14 +16,14 @@ describe("parseState", () => {
             { tool: "mlir_opt", flags: "--cse" },
           ],
           dumpAfterEach: true,
-          tritonTarget: "cuda:80",
+          target: "cuda:80",
         },
       ],
     });
     expect(typeof state).toBe("object");
     if (typeof state === "string") return;
     expect(state.panes[0]!.steps.map((s) => s.tool)).toEqual(["mlir_opt", "llc"]);
-    expect(state.panes[0]!.tritonTarget).toBe("cuda:80");
+    expect(state.panes[0]!.target).toBe("cuda:80");
   });
   it("names what is wrong", () => {
     expect(parseState(null)).toBe("state is not an object");

@@ -9,8 +9,8 @@ export interface PaneState {
   irType: string;
   steps: Step[];
   dumpAfterEach: boolean;
-  /** GPU target of Triton compilation, e.g. "cuda:90" or "hip:gfx942"; absent: the server's default. */
-  tritonTarget?: string;
+  /** GPU target (`triton_target` or `cuda_target`, see catalog.ts); absent: the server's default. */
+  target?: string;
 }
 
 export interface PageState {
@@ -61,8 +61,6 @@ function parsePane(value: unknown): PaneState | string {
     steps: normalize(steps),
     dumpAfterEach: r["dumpAfterEach"] === true,
   };
-  if (typeof r["tritonTarget"] === "string" && r["tritonTarget"] !== "") {
-    pane.tritonTarget = r["tritonTarget"];
-  }
+  if (typeof r["target"] === "string" && r["target"] !== "") pane.target = r["target"];
   return pane;
 }

@@ -3,7 +3,14 @@
  * the output (see outputView.ts) with copy and download; errors.
  */
 import { generateWithProgress, type Failure, type GenerateRequest } from "../api";
-import { findIrType, irTypesFor, defaultIrType, type Catalog, type Language } from "../catalog";
+import {
+  defaultIrType,
+  findIrType,
+  irTypesFor,
+  targetFor,
+  type Catalog,
+  type Language,
+} from "../catalog";
 import { toRequestFields } from "../pipeline";
 import type { PaneState } from "../state";
 import { clear, copyText, download, flash, h } from "./dom";
@@ -19,16 +26,6 @@ export interface PaneContext {
   changed(recompile: boolean): void;
   remove(pane: Pane): void;
 }
-
-/** Triton targets offered; the server compiles GPU-less for any of them. */
-const TRITON_TARGETS: [string, string][] = [
-  ["", "default target"],
-  ["cuda:80", "CUDA sm_80"],
-  ["cuda:90", "CUDA sm_90"],
-  ["cuda:100", "CUDA sm_100"],
-  ["hip:gfx90a", "HIP gfx90a"],
-  ["hip:gfx942", "HIP gfx942"],
-];
 
 const EXTENSION: Record<string, string> = {
   mlir: "mlir",
@@ -64,16 +61,12 @@ export class Pane {
       "aria-label": "IR type",
       on: { change: () => this.setIrType(this.irSelect.value) },
     });
-    this.targetSelect = h(
-      "select",
-      {
-        class: "triton-target",
-        "aria-label": "Triton target",
-        title: "GPU target of Triton compilation",
-        on: { change: () => this.setTarget(this.targetSelect.value) },
-      },
-      ...TRITON_TARGETS.map(([value, label]) => h("option", { value }, label)),
-    );
+    this.targetSelect = h("select", {
+      class: "target",
+      "aria-label": "GPU target",
+      title: "GPU target of the compilation",
+      on: { change: () => this.setTarget(this.targetSelect.value) },
+    });
     const copyButton: HTMLButtonElement = h(
       "button",
       {
@@ -176,16 +169,25 @@ export class Pane {
     this.output.setSyntax(findIrType(this.ctx.catalog, this.state.irType).syntax);
   }
 
+  /** Shows the target choice of the pane's IR type; a target the type does not know is dropped. */
   private refreshTarget(): void {
-    const triton = findIrType(this.ctx.catalog, this.state.irType).group === "triton";
-    this.targetSelect.hidden = !triton;
-    this.targetSelect.value = this.state.tritonTarget ?? "";
+    const choice = targetFor(findIrType(this.ctx.catalog, this.state.irType));
+    this.targetSelect.hidden = choice === null;
+    clear(this.targetSelect);
+    if (!choice) return;
+    this.targetSelect.appendChild(h("option", { value: "" }, "default target"));
+    for (const [value, label] of choice.options) {
+      this.targetSelect.appendChild(h("option", { value }, label));
+    }
+    const known = choice.options.some(([value]) => value === this.state.target);
+    if (this.state.target !== undefined && !known) this.setTarget("", false);
+    this.targetSelect.value = this.state.target ?? "";
   }
 
-  private setTarget(value: string): void {
-    const { tritonTarget: _old, ...rest } = this.state;
-    this.state = value === "" ? rest : { ...rest, tritonTarget: value };
-    this.ctx.changed(true);
+  private setTarget(value: string, notify = true): void {
+    const { target: _old, ...rest } = this.state;
+    this.state = value === "" ? rest : { ...rest, target: value };
+    if (notify) this.ctx.changed(true);
   }
 
   private setIrType(value: string): void {
@@ -205,8 +207,8 @@ export class Pane {
       ...toRequestFields(this.state.steps),
     };
     if (this.state.dumpAfterEach) req["dump_after_each_opt"] = true;
-    const triton = findIrType(this.ctx.catalog, this.state.irType).group === "triton";
-    if (triton && this.state.tritonTarget) req["triton_target"] = this.state.tritonTarget;
+    const choice = targetFor(findIrType(this.ctx.catalog, this.state.irType));
+    if (choice && this.state.target) req[choice.field] = this.state.target;
     return req;
   }
 
