@@ -41,12 +41,15 @@ out = torch.empty_like(x)
 add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK_SIZE=256)
 `;
 
-export const RAW_IR_EXAMPLE = `func.func @axpy(%a: f32, %x: f32, %y: f32) -> f32 {
-  %zero = arith.constant 0.0 : f32
-  %ax = arith.mulf %a, %x : f32
-  %unused = arith.addf %zero, %zero : f32
-  %r = arith.addf %ax, %y : f32
-  return %r : f32
+// Printed the way mlir-opt prints it, so the diff of a pass shows only what the pass changed.
+export const RAW_IR_EXAMPLE = `module {
+  func.func @axpy(%arg0: f32, %arg1: f32, %arg2: f32) -> f32 {
+    %cst = arith.constant 0.000000e+00 : f32
+    %0 = arith.mulf %arg0, %arg1 : f32
+    %1 = arith.addf %cst, %cst : f32
+    %2 = arith.addf %0, %arg2 : f32
+    return %2 : f32
+  }
 }
 `;
 

@@ -58,6 +58,8 @@ export class PipelineBuilder {
         ),
       ),
     );
+    // mlir-opt is the tool most pipelines start with.
+    if (tools.includes("mlir_opt")) this.toolSelect.value = "mlir_opt";
     const addButton = h(
       "button",
       { class: "add-step", type: "button", on: { click: () => this.add() } },
