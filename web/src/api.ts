@@ -31,6 +31,7 @@ export interface Progress {
 
 /** The server's address: the page's own origin unless `?backend=` names another. */
 export function backendUrl(): string {
+  if (typeof window === "undefined") return "";
   const param = new URLSearchParams(window.location.search).get("backend");
   return (param ?? "").replace(/\/$/, "");
 }
