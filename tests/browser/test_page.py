@@ -270,6 +270,7 @@ def test_dark_theme(page):
     page.reload()
     page.wait_for_selector(".pane")
     assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    assert "Light" in page.locator("#theme-toggle").inner_text()
     assert wait_for_result(page) == "ok"
 
 

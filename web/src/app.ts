@@ -8,17 +8,13 @@ import { createEditor, type CodeEditor } from "./editor";
 import { EXAMPLES, examplePanes } from "./examples";
 import { guessRawSyntax } from "./irModes";
 import { LANGUAGES, newPane, parseState, type PageState } from "./state";
-import { applyTheme, currentTheme, initialTheme } from "./theme";
-import { copyText, flash, h } from "./ui/dom";
+import { applyTheme, initialTheme } from "./theme";
+import { h } from "./ui/dom";
 import { renderError } from "./ui/errorView";
+import { Header } from "./ui/header";
 import { Pane } from "./ui/pane";
 import { createSplitter } from "./ui/splitter";
 
-const LANGUAGE_LABELS: Record<Language, string> = {
-  pytorch: "PyTorch",
-  triton: "Triton",
-  raw_ir: "Raw IR",
-};
 const AUTOSAVE_KEY = "mirai-explorer-state";
 const SOURCE_DEBOUNCE_MS = 800;
 const PANE_DEBOUNCE_MS = 500;
@@ -28,11 +24,9 @@ export class App {
   private panes: Pane[] = [];
   private source!: CodeEditor;
   private sourceSyntax: Syntax = "python";
-  private readonly languageSelect: HTMLSelectElement;
+  private readonly header: Header;
   private readonly panesHost: HTMLElement;
   private readonly banner: HTMLElement;
-  private readonly shareBox: HTMLElement;
-  private readonly shareUrl: HTMLInputElement;
   private readonly footer: HTMLElement;
   private sourceTimer: number | undefined;
   private lastTritonCode: string | null = null;
@@ -42,49 +36,20 @@ export class App {
     private readonly root: HTMLElement,
     private readonly catalog: Catalog,
   ) {
-    this.languageSelect = h(
-      "select",
-      {
-        id: "language",
-        "aria-label": "Input language",
-        on: { change: () => this.setLanguage(this.languageSelect.value as Language) },
-      },
-      ...LANGUAGES.map((l) => h("option", { value: l }, LANGUAGE_LABELS[l])),
-    );
+    this.header = new Header(LANGUAGES, {
+      setLanguage: (language) => this.setLanguage(language),
+      loadExample: () => this.loadExample(),
+      compileAll: () => this.compileAll(),
+      addPane: () => this.addPane(),
+      share: () => void this.share(),
+    });
     this.panesHost = h("div", { class: "panes" });
     this.banner = h("div", { class: "banner" });
-    this.shareUrl = h("input", { class: "share-url", readOnly: true, "aria-label": "Permalink" });
-    const copyShare: HTMLButtonElement = h(
-      "button",
-      {
-        type: "button",
-        class: "small",
-        on: { click: () => void copyText(this.shareUrl.value).then(() => flash(copyShare, "Copied")) },
-      },
-      "Copy link",
-    );
-    this.shareBox = h("div", { class: "share-box", hidden: true }, "Permalink: ", this.shareUrl, copyShare);
     this.footer = h("footer", { class: "footer" });
   }
 
   /** Builds the page and shows the permalink in the URL, the autosaved state, or the example. */
   async start(): Promise<void> {
-    applyTheme(initialTheme());
-    const themeButton: HTMLButtonElement = h(
-      "button",
-      {
-        type: "button",
-        id: "theme-toggle",
-        title: "Switch light/dark theme",
-        on: {
-          click: () => {
-            applyTheme(currentTheme() === "dark" ? "light" : "dark");
-            themeButton.textContent = themeLabel();
-          },
-        },
-      },
-      themeLabel(),
-    );
     const sourceHost = h("div", { class: "editor-host" });
     const source = h(
       "section",
@@ -95,19 +60,8 @@ export class App {
     const workspace = h("main", { class: "workspace" }, source);
     workspace.append(createSplitter(workspace), this.panesHost);
     this.root.append(
-      h(
-        "header",
-        { class: "topbar" },
-        h("h1", {}, h("span", { class: "logo" }, "mirai"), " explorer"),
-        h("label", { class: "field" }, "Language ", this.languageSelect),
-        h("button", { type: "button", id: "load-example", on: { click: () => this.loadExample() } }, "Load example"),
-        h("span", { class: "spacer" }),
-        h("button", { type: "button", id: "compile-all", class: "primary", title: "Ctrl+Enter", on: { click: () => this.compileAll() } }, "Compile all"),
-        h("button", { type: "button", id: "add-pane", on: { click: () => this.addPane() } }, "+ Pane"),
-        h("button", { type: "button", id: "share", on: { click: () => void this.share() } }, "Share"),
-        themeButton,
-      ),
-      this.shareBox,
+      this.header.element,
+      this.header.shareBox,
       this.banner,
       workspace,
       this.footer,
@@ -162,7 +116,7 @@ export class App {
   apply(state: PageState): void {
     this.restoring = true;
     this.language = state.language;
-    this.languageSelect.value = state.language;
+    this.header.setLanguage(state.language);
     this.source.setText(state.code);
     this.updateSourceSyntax();
     for (const p of this.panes) p.destroy();
@@ -263,9 +217,7 @@ export class App {
       const params = new URLSearchParams(window.location.search);
       params.set("p", saved.id);
       history.replaceState(null, "", `${window.location.pathname}?${params}`);
-      this.shareUrl.value = window.location.href;
-      this.shareBox.hidden = false;
-      this.shareUrl.select();
+      this.header.showPermalink(window.location.href);
       this.showBanner(null);
     } else {
       this.showBanner(saved);
@@ -282,10 +234,6 @@ export class App {
   }
 }
 
-function themeLabel(): string {
-  return currentTheme() === "dark" ? "☀ Light" : "☾ Dark";
-}
-
 function safeJson(text: string | null): unknown {
   try {
     return text === null ? null : JSON.parse(text);
@@ -296,6 +244,7 @@ function safeJson(text: string | null): unknown {
 
 /** Starts the page in `root`. */
 export async function main(root: HTMLElement): Promise<App> {
+  applyTheme(initialTheme());
   const catalog = await fetchCatalog();
   const app = new App(root, catalog);
   await app.start();
