@@ -80,7 +80,9 @@ export class App {
       }
     });
     void fetchVersion().then((v) => {
-      this.footer.textContent = `server: ${v} · IR types: ${this.catalog.source} · Ctrl+Enter compiles`;
+      const listing =
+        this.catalog.source === "server" ? "IR types from the server" : "built-in IR type list";
+      this.footer.textContent = `${v} · ${listing} · Ctrl+Enter compiles`;
     });
     await this.restoreInitialState();
   }
