@@ -28,6 +28,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--memory-limit-mb", type=int, help="memory a request may add to a worker")
     parser.add_argument("--cache-entries", type=int, help="results kept in the result cache")
+    parser.add_argument(
+        "--max-worker-requests", type=int, help="requests a worker serves before it is replaced"
+    )
     parser.add_argument("--cache-dir", type=Path, help="root of the Triton caches and worker logs")
     parser.add_argument(
         "--allow-user-tool",
@@ -50,6 +53,7 @@ SETTING_ARGS = (
     "tool_timeout_s",
     "memory_limit_mb",
     "cache_entries",
+    "max_worker_requests",
     "cache_dir",
     "allowed_user_tools",
     "static_dir",

@@ -172,7 +172,10 @@ class WorkerPool:
             raise
         finally:
             self.busy -= 1
-        self.idle.put_nowait(worker)
+        if worker.served >= self.settings.max_worker_requests:
+            self._replace(worker)  # user code may leave state behind: start afresh now and then
+        else:
+            self.idle.put_nowait(worker)
         return response
 
     async def _acquire(self) -> Worker:

@@ -32,8 +32,14 @@ class Explorer:
         self.pool.start()
 
     async def close(self) -> None:
+        """Stop the workers; remove what the server wrote under the cache dir (and the dir if empty)."""
         await self.pool.close()
-        shutil.rmtree(self.settings.cache_dir, ignore_errors=True)
+        shutil.rmtree(self.triton_caches.root, ignore_errors=True)
+        shutil.rmtree(self.pool.log_dir, ignore_errors=True)
+        try:
+            self.settings.cache_dir.rmdir()
+        except OSError:
+            pass
 
     async def generate(
         self, request: GenerateRequest, on_start: Callable[[], None] | None = None

@@ -42,6 +42,9 @@ class Settings(BaseModel):
         description="executables `user_tool` may name (by name, found on $PATH)",
     )
     static_dir: Path = Field(STATIC_DIR, description="the built web page, served at /")
+    max_worker_requests: int = Field(
+        500, ge=1, description="requests a worker serves before it is replaced by a fresh one"
+    )
     job_ttl_s: float = Field(3600.0, gt=0, description="how long a finished job's result is kept")
     max_jobs: int = Field(256, ge=1, description="jobs kept at once (oldest finished ones dropped)")
 

@@ -68,3 +68,13 @@ def test_busy(tight):
     thread.join()
     assert result["status"] == "error" and result["message"].startswith("server busy")
     assert slow["result"] == {"status": "ok", "output": "slow\n"}
+
+
+def test_workers_are_recycled(make_server):
+    server = make_server("--workers", "1", "--max-worker-requests", "1")
+    pids = []
+    for n in range(2):
+        server.wait_ready()
+        code = f"import os\nprint(os.getpid())  # {n}\n"
+        pids.append(server.ok(code=code, ir_type="raw_ir", selected_language="pytorch"))
+    assert pids[0] != pids[1]

@@ -54,15 +54,22 @@ def compile_kernels(ctx: Context, target_spec: str, lenient: bool = True) -> tup
     results that were never computed; the kernels are what the user asked for).
     """
     target = parse_target(target_spec)
+    saved_cache_dir = os.environ.get("TRITON_CACHE_DIR")
     if ctx.triton_cache_dir is not None:
         os.environ["TRITON_CACHE_DIR"] = str(ctx.triton_cache_dir)
-    with gpuless_triton(target) as kernels:
-        try:
-            printed = run_user_code(ctx.code, ctx.workdir).stdout
-        except ExplorerError:
-            if not (lenient and kernels):
-                raise
-            printed = ""
+    try:
+        with gpuless_triton(target) as kernels:
+            try:
+                printed = run_user_code(ctx.code, ctx.workdir).stdout
+            except ExplorerError:
+                if not (lenient and kernels):
+                    raise
+                printed = ""
+    finally:
+        if saved_cache_dir is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved_cache_dir
     return list(kernels), printed
 
 
