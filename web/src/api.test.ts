@@ -1,6 +1,6 @@
 /** Unit tests of the API client: the job flow, its fallback to /generate_ir, cancel, error shapes. */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { asResult, generateWithProgress, type Progress } from "./api";
+import { CANCEL, asResult, generateWithProgress, type Progress } from "./api";
 
 type Handler = (url: string, init: RequestInit) => { status?: number; body: unknown };
 
@@ -67,7 +67,7 @@ describe("generateWithProgress", () => {
     const calls = serve((url) => {
       if (url === "/jobs") return { body: { status: "ok", job_id: "j3" } };
       if (url.startsWith("/status/")) {
-        controller.abort();
+        controller.abort(CANCEL);
         return { body: { status: "ok", state: "running", result: null } };
       }
       return { body: { status: "ok", state: "cancelled" } };
@@ -76,6 +76,34 @@ describe("generateWithProgress", () => {
     expect(result.status).toBe("error");
     expect(result.status === "error" && result.message).toBe("Cancelled");
     expect(calls).toContainEqual({ url: "/jobs/j3/cancel", method: "POST" });
+  });
+
+  it("is cancelled when aborted during a request", async () => {
+    const controller = new AbortController();
+    vi.stubGlobal(
+      "fetch",
+      vi.fn(async (url: string) => {
+        if (url === "/jobs") return new Response(JSON.stringify({ status: "ok", job_id: "j5" }));
+        if (url.startsWith("/status/")) {
+          controller.abort(CANCEL);
+          throw CANCEL; // what fetch rejects with when its signal is aborted with a reason
+        }
+        return new Response("{}");
+      }),
+    );
+    const result = await generateWithProgress(REQUEST, () => {}, controller.signal);
+    expect(result.status === "error" && result.message).toBe("Cancelled");
+  });
+
+  it("only stops waiting when replaced by a newer compile", async () => {
+    const controller = new AbortController();
+    const calls = serve((url) => {
+      if (url === "/jobs") return { body: { status: "ok", job_id: "j4" } };
+      controller.abort("superseded");
+      return { body: { status: "ok", state: "running", result: null } };
+    });
+    await generateWithProgress(REQUEST, () => {}, controller.signal);
+    expect(calls.some((c) => c.url.startsWith("/jobs/j4"))).toBe(false);
   });
 
   it("reports an unreachable server", async () => {

@@ -90,12 +90,15 @@ export async function generateIr(req: GenerateRequest, signal?: AbortSignal): Pr
     });
     return asResult(r.body, r.httpStatus);
   } catch (err) {
-    return networkFailure(err);
+    return networkFailure(err, signal);
   }
 }
 
-function networkFailure(err: unknown): Failure {
-  if (err instanceof DOMException && err.name === "AbortError") return failure("Cancelled");
+/** A failed fetch: cancelled when its signal was aborted (fetch rejects with the abort reason). */
+function networkFailure(err: unknown, signal?: AbortSignal): Failure {
+  if (signal?.aborted || (err instanceof DOMException && err.name === "AbortError")) {
+    return failure("Cancelled");
+  }
   return failure("Cannot reach the explorer server", String(err));
 }
 
@@ -138,8 +141,9 @@ function capital(s: string): string {
 
 /**
  * Compiles through the job API (POST /jobs, polling GET /status/<id>), reporting progress; falls
- * back to the synchronous /generate_ir when the server has no job API. Aborting `signal` cancels
- * the job on the server.
+ * back to the synchronous /generate_ir when the server has no job API. Aborting `signal` with the
+ * reason CANCEL also cancels the job on the server; any other reason (a newer compile replacing
+ * this one) only stops waiting, so the server's worker finishes and stays warm.
  */
 export async function generateWithProgress(
   req: GenerateRequest,
@@ -182,8 +186,8 @@ export async function generateWithProgress(
       });
     }
   } catch (err) {
-    if (signal.aborted && id !== undefined) await cancelJob(id);
-    return networkFailure(err);
+    if (signal.aborted && signal.reason === CANCEL && id !== undefined) await cancelJob(id);
+    return networkFailure(err, signal);
   }
 
   async function syncFallback(): Promise<Result> {
@@ -198,6 +202,9 @@ export async function generateWithProgress(
     }
   }
 }
+
+/** The abort reason that cancels a job on the server (see generateWithProgress). */
+export const CANCEL = "cancel";
 
 /** Asks the server to cancel a job; the answer does not matter. */
 export async function cancelJob(id: string): Promise<void> {

@@ -2,7 +2,7 @@
  * One output pane: its own IR type, Triton target and pipeline; a compile with progress and cancel;
  * the output (see outputView.ts) with copy and download; errors.
  */
-import { generateWithProgress, type Failure, type GenerateRequest } from "../api";
+import { CANCEL, generateWithProgress, type Failure, type GenerateRequest } from "../api";
 import {
   defaultIrType,
   findIrType,
@@ -221,7 +221,8 @@ export class Pane {
   /** Compiles now, replacing a scheduled compilation and any still running in this pane. */
   async compile(): Promise<void> {
     clearTimeout(this.timer);
-    this.controller?.abort();
+    // The replaced compilation is left to finish on the server (its worker stays warm).
+    this.controller?.abort("superseded");
     const controller = new AbortController();
     this.controller = controller;
     this.element.dataset["busy"] = "true";
@@ -255,8 +256,9 @@ export class Pane {
     }
   }
 
+  /** Stops the running compilation, on the server too. */
   cancel(): void {
-    this.controller?.abort();
+    this.controller?.abort(CANCEL);
   }
 
   private showError(error: Failure | null): void {
