@@ -13,7 +13,7 @@ APT_PACKAGES := g++ make llvm-22 mlir-22-tools chromium
 WEB_DIR := web
 PIP_FLAGS := --disable-pip-version-check -q
 
-.PHONY: setup system python web demo test lint format clean gpu-check bench
+.PHONY: setup system python web demo test lint format clean gpu-check bench bench-explorer
 
 setup: system python web
 
@@ -69,6 +69,10 @@ gpu-check:
 
 bench:
 	$(PYTHON) bench/bench_pffn.py
+
+# The explorer's latency table (CPU machine; see bench/RESULTS-explorer.md).
+bench-explorer: setup
+	$(PY) bench/bench_explorer.py
 
 clean:
 	rm -rf generated $(STAMPS) build *.egg-info
