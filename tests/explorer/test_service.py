@@ -6,6 +6,8 @@ import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
+
 from explorer_samples import ADD_KERNEL, GUIDE_MODEL, TWO_MODELS
 
 GUIDE_IR_TYPES = [
@@ -67,9 +69,6 @@ def test_openapi_docs(server):
 def test_cors_is_open(server):
     response = server.get("/version", headers={"Origin": "http://example.com"})
     assert response.headers["access-control-allow-origin"] == "*"
-    preflight = server.get  # httpx has no options shortcut on the helper; use the client directly
-    import httpx
-
     preflight = httpx.options(
         server.url + "/generate_ir",
         headers={
@@ -208,9 +207,6 @@ def test_cancel_job(server):
 def test_cancel_with_delete(server):
     code = "import time\ntime.sleep(60)\n#delete\n"
     job_id = server.post("/jobs", {"code": code, "ir_type": "torch_mlir"}).json()["job_id"]
-    response = server.post  # noqa: F841 - keep the helper style; DELETE goes through httpx
-    import httpx
-
     deleted = httpx.delete(f"{server.url}/jobs/{job_id}").json()
     assert deleted["state"] == "cancelled"
     server.wait_ready(workers=2)
