@@ -248,6 +248,11 @@ def test_permalink_restores_the_whole_state_in_a_new_page(new_page):
         "--mlir-to-llvmir",
     ]
     assert wait_for_result(restored, 1) in ("ok", "error")
+    # Once edited, the page no longer claims to be the permalink; a reload keeps the edits.
+    restored.locator("#add-pane").click()
+    assert "?p=" not in restored.url
+    restored.reload()
+    restored.wait_for_function("() => document.querySelectorAll('.pane').length === 3")
 
 
 def test_unknown_permalink_shows_an_error(new_page):

@@ -31,6 +31,8 @@ export class App {
   private sourceTimer: number | undefined;
   private lastTritonCode: string | null = null;
   private restoring = false;
+  /** The state the URL's permalink (`?p=`) holds, while the page still shows it. */
+  private sharedState: string | null = null;
 
   constructor(
     private readonly root: HTMLElement,
@@ -93,7 +95,11 @@ export class App {
       const loaded = await loadPermalink(id);
       if ("state" in loaded) {
         const state = parseState(loaded.state);
-        if (typeof state !== "string") return this.apply(state);
+        if (typeof state !== "string") {
+          this.apply(state);
+          this.sharedState = JSON.stringify(this.state());
+          return;
+        }
         this.showBanner({ status: "error", message: "This permalink holds an unusable state", detail: state });
       } else {
         this.showBanner(loaded);
@@ -125,6 +131,7 @@ export class App {
     this.panes = [];
     for (const paneState of state.panes) this.addPane(paneState, false);
     this.restoring = false;
+    this.autosave();
     this.compileAll();
   }
 
@@ -214,8 +221,10 @@ export class App {
   }
 
   private async share(): Promise<void> {
-    const saved = await savePermalink(this.state());
+    const state = this.state();
+    const saved = await savePermalink(state);
     if ("id" in saved) {
+      this.sharedState = JSON.stringify(state);
       const params = new URLSearchParams(window.location.search);
       params.set("p", saved.id);
       history.replaceState(null, "", `${window.location.pathname}?${params}`);
@@ -230,9 +239,20 @@ export class App {
     this.banner.replaceChildren(...(error ? [renderError(error)] : []));
   }
 
+  /** Keeps the state for a reload; an edited page no longer matches its permalink, so the URL
+   * drops `?p=` (a reload then shows the edits, not the older shared state). */
   private autosave(): void {
     if (this.restoring) return;
-    localStorage.setItem(AUTOSAVE_KEY, JSON.stringify(this.state()));
+    const state = JSON.stringify(this.state());
+    localStorage.setItem(AUTOSAVE_KEY, state);
+    if (this.sharedState !== null && state !== this.sharedState) {
+      this.sharedState = null;
+      const params = new URLSearchParams(window.location.search);
+      params.delete("p");
+      const query = params.toString();
+      history.replaceState(null, "", window.location.pathname + (query ? `?${query}` : ""));
+      this.header.hidePermalink();
+    }
   }
 }
 

@@ -70,6 +70,10 @@ export class Header {
     this.languageSelect.value = language;
   }
 
+  hidePermalink(): void {
+    this.shareBox.hidden = true;
+  }
+
   showPermalink(url: string): void {
     this.shareUrl.value = url;
     this.shareBox.hidden = false;
