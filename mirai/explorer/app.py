@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.explorer = Explorer(settings)
     app.state.jobs = JobStore(app.state.explorer, settings)
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(
         CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"]
     )
@@ -57,6 +58,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     _add_page(app, settings)
     return app
+
+
+class JsonBodyMiddleware:
+    """Read a POST body as JSON whatever its Content-Type says: curl's default form type, or the
+    text/plain that browser clients send to avoid a CORS preflight, still reach the JSON API."""
+
+    LENIENT = (b"", b"text/plain", b"application/x-www-form-urlencoded")
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
+            if kind in self.LENIENT:
+                headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+                scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        await self.app(scope, receive, send)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 from explorer_samples import GUIDE_MODEL
 
 
@@ -104,3 +105,18 @@ def test_errors_are_not_cached(server):
     second = server.post("/generate_ir", {"code": code, "ir_type": "torch_mlir"})
     assert first.json()["status"] == second.json()["status"] == "error"
     assert second.headers["X-Mirai-Cache"] == "miss"
+
+
+def test_json_body_without_json_content_type(server):
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        response = httpx.post(
+            server.url + "/generate_ir",
+            content=b'{"code": "module {}", "ir_type": "raw_ir", "selected_language": "raw_ir"}',
+            headers={"Content-Type": content_type},
+        )
+        assert response.json() == {"status": "ok", "output": "module {}"}
+
+
+def test_empty_body(server):
+    result = server.post("/generate_ir", b"").json()
+    assert_error(result)
