@@ -38,6 +38,7 @@ def test_version(server):
 
 def test_ir_types_lists_everything(server):
     body = server.get("/ir_types").json()
+    assert server.get("/capabilities").json() == body
     names = [t["name"] for t in body["ir_types"]]
     assert set(GUIDE_IR_TYPES) <= set(names)
     assert {"inductor_output_code", "mirai_tf_op"} <= set(names)

@@ -25,6 +25,7 @@ async def version() -> str:
 
 
 @router.get("/ir_types", response_model=Capabilities)
+@router.get("/capabilities", response_model=Capabilities, include_in_schema=False)
 async def ir_types() -> dict:
     """Every ir_type with its family, every pipeline tool with the command it resolves to (null when
     it is not installed), the languages, and the fixed order of pipeline fields."""
