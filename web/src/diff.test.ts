@@ -1,6 +1,6 @@
 /** Unit tests of the line diff. */
 import { describe, expect, it } from "vitest";
-import { diffLines, diffStats, toHunks, unifiedDiff } from "./diff";
+import { changedSpan, diffLines, diffStats, pairReplacements, toHunks, unifiedDiff } from "./diff";
 
 describe("diffLines", () => {
   it("finds nothing between equal texts", () => {
@@ -67,5 +67,33 @@ describe("hunk starts", () => {
     expect(hunks[0]!.newStart).toBe(1);
     const replaced = toHunks(diffLines(["a"], ["b"]));
     expect([replaced[0]!.oldStart, replaced[0]!.newStart]).toEqual([1, 1]);
+  });
+});
+
+describe("changes inside a line", () => {
+  it("finds the differing middle", () => {
+    expect(changedSpan("%2 = arith.addf %0, %arg2", "%1 = arith.addf %0, %arg2")).toEqual([1, 2, 2]);
+    expect(changedSpan("abc", "abc")).toEqual([3, 3, 3]);
+    expect(changedSpan("ab", "aXYb")).toEqual([1, 1, 3]);
+  });
+  it("pairs removed runs with the added runs after them", () => {
+    const d = diffLines(["a", "%x = foo", "c"], ["a", "%y = foo", "c"]);
+    const pairs = pairReplacements(d);
+    expect(pairs.get(d[1]!)!.text).toBe("%y = foo");
+    expect(pairs.get(d[2]!)!.text).toBe("%x = foo");
+    expect(pairReplacements(diffLines(["b"], ["B"])).size).toBe(0);
+    expect(pairs.has(d[0]!)).toBe(false);
+  });
+  it("pairs by similarity, not by position", () => {
+    const d = diffLines(
+      ["%1 = arith.addf %cst, %cst : f32", "%2 = arith.addf %0, %arg2 : f32", "return %2 : f32"],
+      ["%1 = arith.addf %0, %arg2 : f32", "return %1 : f32"],
+    );
+    const pairs = pairReplacements(d);
+    const byText = (t: string) => d.find((l) => l.op === "add" && l.text === t)!;
+    expect(pairs.get(byText("%1 = arith.addf %0, %arg2 : f32"))!.text).toBe(
+      "%2 = arith.addf %0, %arg2 : f32",
+    );
+    expect(pairs.get(byText("return %1 : f32"))!.text).toBe("return %2 : f32");
   });
 });

@@ -176,3 +176,66 @@ export function unifiedDiff(oldText: string, newText: string, oldName: string, n
   }
   return out.join("\n");
 }
+
+/**
+ * The changed middle of a replaced line: [start, endInOld, endInNew] such that the two lines share
+ * everything before `start` and after their ends. Used to mark what changed inside a line.
+ */
+export function changedSpan(oldLine: string, newLine: string): [number, number, number] {
+  let start = 0;
+  const shortest = Math.min(oldLine.length, newLine.length);
+  while (start < shortest && oldLine[start] === newLine[start]) start++;
+  let endOld = oldLine.length;
+  let endNew = newLine.length;
+  while (endOld > start && endNew > start && oldLine[endOld - 1] === newLine[endNew - 1]) {
+    endOld--;
+    endNew--;
+  }
+  return [start, endOld, endNew];
+}
+
+/** How much two lines share at their ends, from 0 (nothing) to 1 (equal). */
+function similarity(a: string, b: string): number {
+  const [start, endA, endB] = changedSpan(a, b);
+  const shared = start + (a.length - endA);
+  return shared / Math.max(1, Math.max(a.length, b.length)) + (endA === start && endB === start ? 1 : 0);
+}
+
+/**
+ * Pairs removed lines with the added lines that replace them, within each run of removals followed
+ * by additions: in order, each added line takes the most similar removed line still free after the
+ * last one taken, when they share at least half their text.
+ */
+export function pairReplacements(lines: readonly DiffLine[]): Map<DiffLine, DiffLine> {
+  const pairs = new Map<DiffLine, DiffLine>();
+  let i = 0;
+  while (i < lines.length) {
+    let dels = i;
+    while (dels < lines.length && lines[dels]!.op === "del") dels++;
+    let adds = dels;
+    while (adds < lines.length && lines[adds]!.op === "add") adds++;
+    const removed = lines.slice(i, dels);
+    const added = lines.slice(dels, adds);
+    if (removed.length * added.length <= 2500) {
+      let next = 0;
+      for (const add of added) {
+        let best = -1;
+        let bestScore = 0.5;
+        for (let r = next; r < removed.length; r++) {
+          const score = similarity(removed[r]!.text, add.text);
+          if (score >= bestScore) {
+            best = r;
+            bestScore = score;
+            if (score >= 1) break;
+          }
+        }
+        if (best < 0) continue;
+        pairs.set(removed[best]!, add);
+        pairs.set(add, removed[best]!);
+        next = best + 1;
+      }
+    }
+    i = Math.max(adds, i + 1);
+  }
+  return pairs;
+}

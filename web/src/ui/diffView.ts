@@ -1,5 +1,12 @@
 /** Renders a line diff between two stages as unified hunks, colored, with both line numbers. */
-import { diffLines, diffStats, toHunks, type DiffLine } from "../diff";
+import {
+  changedSpan,
+  diffLines,
+  diffStats,
+  pairReplacements,
+  toHunks,
+  type DiffLine,
+} from "../diff";
 import { h } from "./dom";
 
 const SIGN = { same: " ", add: "+", del: "-" } as const;
@@ -22,18 +29,34 @@ export function renderDiff(before: string, after: string, beforeName: string, af
   }
   for (const hunk of hunks) {
     body.appendChild(h("div", { class: "diff-hunk-header" }, `@@ −${hunk.oldStart} +${hunk.newStart} @@`));
-    for (const line of hunk.lines) body.appendChild(renderLine(line));
+    const pairs = pairReplacements(hunk.lines);
+    for (const line of hunk.lines) body.appendChild(renderLine(line, pairs.get(line)));
   }
   return h("div", { class: "diff-view" }, header, body);
 }
 
-function renderLine(line: DiffLine): HTMLElement {
+/** A diff row; a replaced line marks the part that differs from its counterpart. */
+function renderLine(line: DiffLine, counterpart: DiffLine | undefined): HTMLElement {
   return h(
     "div",
     { class: `diff-line diff-${line.op}`, role: "row" },
     h("span", { class: "ln" }, line.oldNo === undefined ? "" : String(line.oldNo)),
     h("span", { class: "ln" }, line.newNo === undefined ? "" : String(line.newNo)),
     h("span", { class: "sign" }, SIGN[line.op]),
-    h("span", { class: "text" }, line.text),
+    h("span", { class: "text" }, ...markChange(line, counterpart)),
   );
+}
+
+function markChange(line: DiffLine, counterpart: DiffLine | undefined): (Node | string)[] {
+  if (!counterpart) return [line.text];
+  const [oldLine, newLine] = line.op === "del" ? [line.text, counterpart.text] : [counterpart.text, line.text];
+  const [start, endOld, endNew] = changedSpan(oldLine, newLine);
+  const end = line.op === "del" ? endOld : endNew;
+  // Lines that differ almost everywhere read better without marks.
+  if (end - start > 0.7 * line.text.length) return [line.text];
+  return [
+    line.text.slice(0, start),
+    h("mark", { class: "change" }, line.text.slice(start, end)),
+    line.text.slice(end),
+  ];
 }
