@@ -134,6 +134,8 @@ def test_two_step_pipeline_with_dump_after_each_stages_and_diff(page):
     p.locator("button.stage-next").click()
     assert p.locator(".diff-view .diff-add").count() > 0
     assert "llvm." in p.locator(".diff-view").inner_text()
+    marks = p.locator(".diff-view .diff-add mark.change").all_inner_texts()
+    assert any("llvm." in m for m in marks)
     # Alt+Left steps back from the keyboard.
     p.locator("button.view-ir").focus()
     page.keyboard.press("Alt+ArrowLeft")
