@@ -26,6 +26,7 @@ log = logging.getLogger("mirai.explorer")
 READY_TIMEOUT_S = 300.0
 STREAM_LIMIT = 1 << 30  # a response is one JSON line; IR dumps can be large
 LOG_TAIL = 6000
+LOG_LIMIT = 8 << 20  # a worker's log is emptied before a request when it has grown past this
 
 
 class WorkerDied(Exception):
@@ -68,6 +69,9 @@ class Worker:
 
     async def run(self, payload: dict, timeout_s: float) -> dict:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        if offset > LOG_LIMIT:  # the worker appends (O_APPEND): emptying the file here is safe
+            os.truncate(self.log_path, 0)
+            offset = 0
         self.proc.stdin.write(json.dumps(payload).encode() + b"\n")
         try:
             await self.proc.stdin.drain()
@@ -125,6 +129,7 @@ class WorkerPool:
         self.workers: set[Worker] = set()
         self.started_workers = 0
         self.start_error: str | None = None
+        self.failed = False  # a worker could not be started: the queue holds a None sentinel
         self._numbers = 0
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
@@ -142,7 +147,7 @@ class WorkerPool:
             worker.kill()
 
     def ready_workers(self) -> int:
-        return self.idle.qsize() + self.busy
+        return self.idle.qsize() - int(self.failed) + self.busy
 
     async def run(self, payload: dict, on_start: Callable[[], None] | None = None) -> dict:
         """The worker's response to `payload`; ExplorerError when busy, timed out or crashed."""
@@ -221,4 +226,6 @@ class WorkerPool:
             log.info("worker %d ready in %.1f s", worker.number, time.monotonic() - started)
             self.idle.put_nowait(worker)
             return
-        self.idle.put_nowait(None)
+        if not self.failed:
+            self.failed = True
+            self.idle.put_nowait(None)
