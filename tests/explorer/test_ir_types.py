@@ -15,6 +15,8 @@ from explorer_samples import (
     TWO_MODELS,
 )
 
+pytestmark = pytest.mark.tools  # LLVM/MLIR 22, torch-mlir-opt, triton-opt
+
 # ir_type -> strings its output for the guide's model must contain
 PYTORCH_CHECKS = {
     "torch_script_graph_ir": ["graph(", "aten::linear", "aten::relu"],

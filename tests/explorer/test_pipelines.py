@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 import re
 
 from explorer_samples import ADD_KERNEL, GUIDE_MODEL, TWO_MODELS
+
+pytestmark = pytest.mark.tools  # LLVM/MLIR 22, torch-mlir-opt, triton-opt
 
 DELIMITER = re.compile(r"^===== IR after [\s\S]*? =====$", re.M)  # the guide's §5 regex
 

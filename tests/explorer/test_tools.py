@@ -11,6 +11,8 @@ from mirai.explorer.errors import ExplorerError
 from mirai.explorer.pipeline import Stage, stages_of
 from mirai.explorer.tools import TOOLS
 
+pytestmark = pytest.mark.tools  # LLVM/MLIR 22, torch-mlir-opt, triton-opt
+
 TTIR = """
 module {
   tt.func public @k(%p: !tt.ptr<f32>) {
