@@ -44,7 +44,7 @@ const KNOWN: Record<string, Omit<IrType, "value">> = {
   triton_gpu_ir: { label: "TritonGPU IR (ttgir)", group: "triton", syntax: "mlir" },
   triton_llvm_ir: { label: "Triton LLVM IR (llir)", group: "triton", syntax: "llvm" },
   triton_nvptx: { label: "Triton PTX", group: "triton", syntax: "ptx" },
-  triton_amdgpu: { label: "Triton AMDGPU (hsaco)", group: "triton", syntax: "asm" },
+  triton_amdgpu: { label: "Triton AMDGPU", group: "triton", syntax: "asm" },
   raw_ir: { label: "Raw IR", group: "raw", syntax: "text" },
 };
 

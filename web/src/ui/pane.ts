@@ -118,12 +118,16 @@ export class Pane {
       h(
         "header",
         { class: "pane-header" },
-        this.irSelect,
-        this.targetSelect,
-        h("button", { type: "button", class: "compile primary", on: { click: () => void this.compile() } }, "Compile"),
-        copyButton,
-        downloadButton,
-        wrapButton,
+        h(
+          "div",
+          { class: "pane-tools" },
+          this.irSelect,
+          this.targetSelect,
+          h("button", { type: "button", class: "compile primary", on: { click: () => void this.compile() } }, "Compile"),
+          copyButton,
+          downloadButton,
+          wrapButton,
+        ),
         this.statusLine,
         h(
           "button",
