@@ -252,7 +252,8 @@ export class Pane {
     if (result.status === "ok") {
       this.showError(null);
       this.output.setOutput(result.output);
-      this.statusLine.textContent = `${seconds} s`;
+      const lines = result.output.split("\n").length;
+      this.statusLine.textContent = `${lines} lines · ${seconds} s`;
       this.element.dataset["state"] = "ok";
     } else {
       this.showError(result);
