@@ -232,6 +232,7 @@ def _manifest(capture: Capture, compiled: dict, ops) -> dict:
                         "dtype": i["dtype"],
                         "sizes": i["shape_sizes"],
                         "kind": i["kind"],
+                        "source": i.get("source"),
                     }
                     for i in plan["inputs"]
                 ],
@@ -244,6 +245,7 @@ def _manifest(capture: Capture, compiled: dict, ops) -> dict:
                     }
                     for o in plan["outputs"]
                 ],
+                "grad_inputs": plan.get("grad_inputs"),
                 "launches": [s["kernel"] for s in plan["steps"] if s["kind"] == "launch"],
                 "kernels": {
                     name: {

@@ -1,0 +1,193 @@
+"""Run generated launch code from Python on torch CUDA tensors, without TensorFlow.
+
+The generated `<Op>_capi.cc` is a C interface over `<Op>_launch.h`, the same launch code the TensorFlow
+op wraps. `GeneratedOp` builds it with g++, loads it with ctypes and calls it on the current torch
+stream, allocating outputs and temporaries with torch's allocator. GPU tests and benchmarks use this,
+so they test exactly what TensorFlow runs.
+
+    >>> # doctest: +SKIP
+    >>> fwd = GeneratedOp("generated", "PffnFwd")
+    >>> outputs = fwd(inputs)             # list of torch tensors
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from pathlib import Path
+
+from mirai import process
+from mirai.errors import MiraiError
+
+ALLOCATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+
+
+class OpError(MiraiError):
+    """The launch code returned an error: `code` 1 is InvalidArgument, 2 Internal."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def build_capi(directory: Path, op: str) -> Path:
+    source = directory / f"{op}_capi.cc"
+    library = directory / f"{op}_capi.so"
+    if not library.exists() or library.stat().st_mtime < source.stat().st_mtime:
+        process.run(
+            [
+                os.environ.get("CXX", "g++"),
+                "-std=c++17",
+                "-O2",
+                "-shared",
+                "-fPIC",
+                str(source),
+                "-o",
+                str(library),
+                "-ldl",
+            ],
+            stage=f"build the C interface of {op}",
+            timeout=600,
+        )
+    return library
+
+
+def _function(lib, name: str, restype, argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+class GeneratedOp:
+    """One generated op (e.g. PffnFwd), callable on torch tensors."""
+
+    def __init__(self, directory, op: str):
+        self.directory = Path(directory)
+        self.op = op
+        manifest = json.loads((self.directory / "manifest.json").read_text())
+        self.spec = manifest["ops"][op]
+        lib = ctypes.CDLL(str(build_capi(self.directory, op)))
+        i64p, vpp = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p)
+        self._bind = _function(
+            lib,
+            f"mirai_{op}_bind",
+            ctypes.c_int,
+            [i64p, ctypes.POINTER(ctypes.c_int), i64p, ctypes.c_char_p, ctypes.c_size_t],
+        )
+        self._shape = _function(lib, f"mirai_{op}_output_shape", None, [ctypes.c_int, i64p, i64p])
+        self._run = _function(
+            lib,
+            f"mirai_{op}_run",
+            ctypes.c_int,
+            [
+                ctypes.c_void_p,
+                i64p,
+                vpp,
+                vpp,
+                ALLOCATE,
+                ctypes.c_void_p,
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+            ],
+        )
+        self.num_symbols = getattr(lib, f"mirai_{op}_num_symbols")()
+        ranks = [len(i["sizes"]) for i in self.spec["inputs"]]
+        ranks += [len(o["sizes"]) for o in self.spec["outputs"]]
+        self.max_rank = max(ranks + [1])
+        self._held = []
+        self._allocate = ALLOCATE(self._allocate_impl)
+
+    def _allocate_impl(self, ctx, nbytes):
+        import torch
+
+        t = torch.empty(int(nbytes), dtype=torch.uint8, device=self._device)
+        self._held.append(t)
+        return t.data_ptr()
+
+    def bind(self, inputs):
+        n = len(self.spec["inputs"])
+        if len(inputs) != n:
+            raise MiraiError(f"{self.op} takes {n} inputs, got {len(inputs)}")
+        dims = (ctypes.c_int64 * (n * self.max_rank))()
+        ranks = (ctypes.c_int * n)()
+        for i, t in enumerate(inputs):
+            ranks[i] = t.dim()
+            for d, size in enumerate(t.shape[: self.max_rank]):
+                dims[i * self.max_rank + d] = size
+        symbols = (ctypes.c_int64 * max(self.num_symbols, 1))()
+        err = ctypes.create_string_buffer(2048)
+        code = self._bind(dims, ranks, symbols, err, len(err))
+        if code:
+            raise OpError(code, err.value.decode())
+        return symbols
+
+    def __call__(self, inputs, stream=None):
+        import torch
+
+        for spec, t in zip(self.spec["inputs"], inputs):
+            if str(t.dtype).replace("torch.", "") != spec["dtype"] or not t.is_cuda:
+                raise MiraiError(
+                    f"{self.op}: input {spec['name']} must be a CUDA {spec['dtype']} tensor"
+                )
+            if not t.is_contiguous():
+                raise MiraiError(f"{self.op}: input {spec['name']} must be contiguous")
+        symbols = self.bind(inputs)
+        self._device = inputs[0].device
+        outputs = []
+        for j, out in enumerate(self.spec["outputs"]):
+            dims = (ctypes.c_int64 * self.max_rank)()
+            self._shape(j, symbols, dims)
+            shape = [dims[d] for d in range(len(out["sizes"]))]
+            outputs.append(
+                torch.empty(shape, dtype=getattr(torch, out["dtype"]), device=self._device)
+            )
+        in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[t.data_ptr() for t in inputs])
+        out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[t.data_ptr() for t in outputs])
+        if stream is None:
+            stream = torch.cuda.current_stream(self._device).cuda_stream
+        err = ctypes.create_string_buffer(2048)
+        self._held = []
+        code = self._run(
+            ctypes.c_void_p(stream), symbols, in_ptrs, out_ptrs, self._allocate, None, err, len(err)
+        )
+        if code:
+            raise OpError(code, err.value.decode())
+        return outputs
+
+
+class GeneratedFunction:
+    """The forward and backward ops of one export, wired as the generated TensorFlow API wires them."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        manifest = json.loads((self.directory / "manifest.json").read_text())
+        self.name = manifest["name"]
+        self.num_outputs = len(manifest["outputs"])
+        self.forward = GeneratedOp(self.directory, f"{self.name}Fwd")
+        bwd = f"{self.name}Bwd"
+        self.backward = GeneratedOp(self.directory, bwd) if bwd in manifest["ops"] else None
+
+    def __call__(self, inputs):
+        """Forward only: the user-visible outputs."""
+        return self.forward(inputs)[: self.num_outputs]
+
+    def forward_backward(self, inputs, grad_outputs):
+        """Outputs, and the gradient of every input (None where an input has none)."""
+        results = self.forward(inputs)
+        outputs, residuals = results[: self.num_outputs], results[self.num_outputs :]
+        if self.backward is None:
+            return outputs, [None] * len(inputs)
+        pick = {
+            "input": lambda k: inputs[k],
+            "output": lambda k: outputs[k],
+            "residual": lambda k: residuals[k],
+            "tangent": lambda k: grad_outputs[k].contiguous(),
+        }
+        args = [
+            pick[i["source"]["kind"]](i["source"]["index"]) for i in self.backward.spec["inputs"]
+        ]
+        grads = self.backward(args)
+        order = self.backward.spec["grad_inputs"]
+        return outputs, [grads[order.index(k)] if k in order else None for k in range(len(inputs))]

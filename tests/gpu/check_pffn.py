@@ -1,0 +1,189 @@
+"""GPU check of the export: the seed's pffn, built and run through the generated launch code.
+
+On a CUDA machine (one command, from the repository root):
+
+    python tests/gpu/check_pffn.py                      # build on this GPU, check B = 64, 2000, 8000
+    python tests/gpu/check_pffn.py --gpuless gpuless/   # also check builds made GPU-less elsewhere
+
+On a machine without a GPU, prepare GPU-less builds to carry over:
+
+    python tests/gpu/check_pffn.py --prepare gpuless/
+
+For every batch size it runs the generated forward and backward launch code (the code the TensorFlow
+ops wrap) on fresh random inputs and compares the output and all seven gradients with a float64
+PyTorch reference: relative error by norm, ||got - ref|| / ||ref||. Results are printed as a table and
+written as JSON and Markdown (--results). Exit status 1 if any error exceeds the tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+
+TOLERANCE = {"tf32": 1e-2, "ieee": 1e-4}
+NAMES = ["output", "inputs", "w_gate", "b_gate", "w_up", "b_up", "w_down", "b_down"]
+
+
+def rel_err(got, ref) -> float:
+    import torch
+
+    ref = ref.double()
+    return float(torch.linalg.vector_norm(got.double() - ref) / torch.linalg.vector_norm(ref))
+
+
+def reference(fn, inputs, grad_output):
+    import torch
+
+    x64 = [t.detach().double().requires_grad_(True) for t in inputs]
+    y = fn(*x64)
+    y.backward(grad_output.double())
+    return [y.detach()] + [t.grad for t in x64]
+
+
+def check_dir(directory: Path, batch: int, seed: int) -> dict:
+    import torch
+
+    import pffn as example
+    from mirai.launch import GeneratedFunction
+
+    fn = GeneratedFunction(directory)
+    inputs = example.sample_inputs(batch, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = [torch.randn(t.shape, device="cuda", generator=g) * t.std() for t in inputs]
+    grad_output = torch.randn(batch, example.E, example.D, device="cuda", generator=g)
+    outputs, grads = fn.forward_backward(inputs, [grad_output])
+    torch.cuda.synchronize()
+    ref = reference(example.pffn.fn, inputs, grad_output)
+    got = outputs + grads
+    return {name: rel_err(a, b) for name, a, b in zip(NAMES, got, ref)}
+
+
+def build_on_gpu(batch: int, out: Path, precision: str) -> float:
+    import pffn as example
+
+    import mirai
+
+    t = time.perf_counter()
+    mirai.build(
+        example.pffn,
+        sample_inputs=example.sample_inputs(batch, device="cuda"),
+        output_dir=out,
+        precision=precision,
+        gpu=True,
+    )
+    return time.perf_counter() - t
+
+
+def prepare(out: Path, batches, precision: str) -> None:
+    import pffn as example
+
+    import mirai
+
+    for batch in batches:
+        mirai.build(
+            example.pffn,
+            sample_inputs=example.sample_inputs(batch),
+            output_dir=out / f"B{batch}",
+            precision=precision,
+            gpu=False,
+        )
+
+
+def table(rows) -> str:
+    header = ["build", "B", "max rel err"] + NAMES
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        errs = [row["errors"][n] for n in NAMES]
+        lines.append(
+            "| "
+            + " | ".join(
+                [row["build"], str(row["batch"]), f"{max(errs):.2e}"] + [f"{e:.1e}" for e in errs]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="64,2000,8000")
+    parser.add_argument("--precision", default="tf32", choices=sorted(TOLERANCE))
+    parser.add_argument(
+        "--gpuless", type=Path, help="folder of GPU-less builds (B64/, B2000/, ...)"
+    )
+    parser.add_argument("--prepare", type=Path, help="only make GPU-less builds into this folder")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-gpu-check"))
+    parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
+    args = parser.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    if args.prepare:
+        prepare(args.prepare, batches, args.precision)
+        return 0
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print(
+            "check_pffn: no CUDA device; use --prepare on a machine without a GPU", file=sys.stderr
+        )
+        return 2
+    rows = []
+    for batch in batches:
+        out = args.work / f"gpu-B{batch}"
+        seconds = build_on_gpu(batch, out, args.precision)
+        rows.append(
+            {
+                "build": "gpu",
+                "batch": batch,
+                "build_seconds": round(seconds, 1),
+                "errors": check_dir(out, batch, seed=100 + batch),
+            }
+        )
+        print(table(rows[-1:]), flush=True)
+        if args.gpuless:
+            gdir = args.gpuless / f"B{batch}"
+            if gdir.exists():
+                rows.append(
+                    {
+                        "build": "gpuless",
+                        "batch": batch,
+                        "errors": check_dir(gdir, batch, seed=100 + batch),
+                    }
+                )
+                print(table(rows[-1:]), flush=True)
+    tol = TOLERANCE[args.precision]
+    ok = all(max(r["errors"].values()) <= tol for r in rows)
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "precision": args.precision,
+        "tolerance": tol,
+        "passed": ok,
+        "rows": rows,
+    }
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "check_pffn.json").write_text(json.dumps(report, indent=2) + "\n")
+    text = (
+        f"# pffn GPU check\n\n{report['device']}, torch {report['torch']}, {args.precision}, "
+        f"relative error by norm against float64 PyTorch; tolerance {tol:g}: "
+        f"{'PASSED' if ok else 'FAILED'}\n\n{table(rows)}\n"
+    )
+    (args.results / "check_pffn.md").write_text(text)
+    print(text)
+    out_dir = os.environ.get("OUT")
+    if out_dir:
+        (Path(out_dir) / "check_pffn.md").write_text(text)
+        (Path(out_dir) / "check_pffn.json").write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
