@@ -309,3 +309,21 @@ def test_splitter_resizes_and_outputs_wrap(page):
     pane(page).locator("button.wrap").click()
     assert pane(page).locator("button.wrap").get_attribute("aria-pressed") == "true"
     assert lines.nth(2).bounding_box()["height"] > tall * 1.5
+
+
+def test_every_example_compiles_in_every_pane(page):
+    for language in ("pytorch", "triton", "raw_ir"):
+        page.locator("#language").select_option(language)
+        names = page.locator("#example option:not([disabled])").all_inner_texts()
+        assert len(names) >= 2, language
+        for index, name in enumerate(names):
+            page.locator("#example").select_option(str(index))
+            count = page.locator(".pane").count()
+            for i in range(count):
+                state = wait_for_result(page, i)
+                assert state == "ok", (
+                    f"{language} / {name} / pane {i + 1}: "
+                    + (pane(page, i).locator(".error-message").all_inner_texts() or [""])[0]
+                )
+    # The last example (LLVM IR through opt and llc) ends on PTX.
+    assert ".target sm_90" in output_text(page)

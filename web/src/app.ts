@@ -5,7 +5,7 @@
 import { fetchCatalog, fetchVersion, freeIrCache, loadPermalink, savePermalink } from "./api";
 import { defaultIrType, type Catalog, type Language, type Syntax } from "./catalog";
 import { createEditor, type CodeEditor } from "./editor";
-import { EXAMPLES, examplePanes } from "./examples";
+import { exampleState, isExample } from "./examples";
 import { guessRawSyntax } from "./irModes";
 import { LANGUAGES, newPane, parseState, type PageState } from "./state";
 import { applyTheme, initialTheme } from "./theme";
@@ -40,7 +40,7 @@ export class App {
   ) {
     this.header = new Header(LANGUAGES, {
       setLanguage: (language) => this.setLanguage(language),
-      loadExample: () => this.loadExample(),
+      loadExample: (index) => this.apply(exampleState(this.language, index)),
       compileAll: () => this.compileAll(),
       addPane: () => this.addPane(),
       share: () => void this.share(),
@@ -107,7 +107,7 @@ export class App {
     }
     const saved = parseState(safeJson(localStorage.getItem(AUTOSAVE_KEY)));
     if (typeof saved !== "string") return this.apply(saved);
-    this.apply({ version: 1, language: "pytorch", code: EXAMPLES.pytorch, panes: examplePanes("pytorch") });
+    this.apply(exampleState("pytorch"));
   }
 
   /** The whole state (what a permalink stores). */
@@ -169,23 +169,15 @@ export class App {
     this.language = language;
     // Swap in the new language's example unless the user wrote code of their own.
     const code = this.source.getText().trim();
-    if (code === "" || code === EXAMPLES[previous].trim()) {
-      this.apply({ version: 1, language, code: EXAMPLES[language], panes: examplePanes(language) });
+    if (code === "" || isExample(previous, code)) {
+      this.apply(exampleState(language));
       return;
     }
+    this.header.setLanguage(language);
     this.updateSourceSyntax();
     for (const p of this.panes) p.refreshIrTypes();
     this.autosave();
     this.compileAll();
-  }
-
-  private loadExample(): void {
-    this.apply({
-      version: 1,
-      language: this.language,
-      code: EXAMPLES[this.language],
-      panes: examplePanes(this.language),
-    });
   }
 
   private sourceChanged(): void {

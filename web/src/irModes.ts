@@ -104,9 +104,17 @@ export const asm = StreamLanguage.define(
   }),
 );
 
-/** Guesses the syntax of raw IR text, so the editor colors what the user pasted. */
-export function guessRawSyntax(text: string): "mlir" | "llvm" | "ptx" {
-  if (/^\s*\.(version|target)\b/m.test(text)) return "ptx";
-  if (/^\s*(define|declare|target datalayout|target triple)\b/m.test(text)) return "llvm";
-  return "mlir";
+/** Guesses the syntax of IR text: what a user pasted, or what a pipeline step printed. */
+export function guessSyntax(text: string): "mlir" | "llvm" | "ptx" | "asm" | null {
+  const head = text.slice(0, 20000);
+  if (/^\s*\.(version|target)\s/m.test(head)) return "ptx";
+  if (/^\s*\.amdgcn_target\b|^\s*Op(Capability|EntryPoint)\b/m.test(head)) return "asm";
+  if (/^\s*(define|declare|target datalayout|target triple)\b|^; ModuleID/m.test(head)) return "llvm";
+  if (/^\s*(module\b|func\.func\b|#\w+ = |%[\w.]+ = [\w.]+\.[\w.]+)/m.test(head)) return "mlir";
+  return null;
+}
+
+/** The syntax of raw IR in the source editor. */
+export function guessRawSyntax(text: string): "mlir" | "llvm" | "ptx" | "asm" {
+  return guessSyntax(text) ?? "mlir";
 }

@@ -3,6 +3,7 @@
  * Share opens. Holds no state: it calls the page's actions.
  */
 import type { Language } from "../catalog";
+import { EXAMPLES } from "../examples";
 import { applyTheme, currentTheme } from "../theme";
 import { copyText, flash, h } from "./dom";
 
@@ -14,7 +15,7 @@ export const LANGUAGE_LABELS: Record<Language, string> = {
 
 export interface HeaderActions {
   setLanguage(language: Language): void;
-  loadExample(): void;
+  loadExample(index: number): void;
   compileAll(): void;
   addPane(): void;
   share(): void;
@@ -24,6 +25,7 @@ export class Header {
   readonly element: HTMLElement;
   readonly shareBox: HTMLElement;
   private readonly languageSelect: HTMLSelectElement;
+  private readonly exampleSelect: HTMLSelectElement;
   private readonly shareUrl: HTMLInputElement;
 
   constructor(languages: readonly Language[], actions: HeaderActions) {
@@ -36,6 +38,17 @@ export class Header {
       },
       ...languages.map((l) => h("option", { value: l }, LANGUAGE_LABELS[l])),
     );
+    this.exampleSelect = h("select", {
+      id: "example",
+      "aria-label": "Load an example",
+      on: {
+        change: () => {
+          const index = Number(this.exampleSelect.value);
+          this.exampleSelect.value = "";
+          if (!Number.isNaN(index)) actions.loadExample(index);
+        },
+      },
+    });
     const button = (id: string, label: string, onClick: () => void, extra = {}) =>
       h("button", { type: "button", id, on: { click: onClick }, ...extra }, label);
     this.element = h(
@@ -43,7 +56,7 @@ export class Header {
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "mirai"), " explorer"),
       h("label", { class: "field" }, "Language ", this.languageSelect),
-      button("load-example", "Load example", () => actions.loadExample()),
+      this.exampleSelect,
       h("span", { class: "spacer" }),
       button("compile-all", "Compile all", () => actions.compileAll(), {
         class: "primary",
@@ -66,8 +79,14 @@ export class Header {
     this.shareBox = h("div", { class: "share-box", hidden: true }, "Permalink: ", this.shareUrl, copy);
   }
 
+  /** Shows the language and offers its examples. */
   setLanguage(language: Language): void {
     this.languageSelect.value = language;
+    this.exampleSelect.replaceChildren(
+      h("option", { value: "", disabled: true }, "Load example…"),
+      ...EXAMPLES[language].map((e, i) => h("option", { value: String(i) }, e.name)),
+    );
+    this.exampleSelect.value = "";
   }
 
   hidePermalink(): void {

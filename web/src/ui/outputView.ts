@@ -6,6 +6,7 @@
 import type { Syntax } from "../catalog";
 import { unifiedDiff } from "../diff";
 import { createEditor, type CodeEditor } from "../editor";
+import { guessSyntax } from "../irModes";
 import { splitStages, type Stage } from "../stages";
 import { renderDiff } from "./diffView";
 import { clear, h } from "./dom";
@@ -21,8 +22,13 @@ export class OutputView {
   private readonly diffHost: HTMLElement;
   private readonly editor: CodeEditor;
   private output = "";
+  /** The IR type's syntax; a stage after a tool may be another (llc prints assembly). */
+  private baseSyntax: Syntax;
+  private shownSyntax: Syntax;
 
   constructor(syntax: Syntax) {
+    this.baseSyntax = syntax;
+    this.shownSyntax = syntax;
     this.stageNav = new StageNav((stages, i, mode) => this.show(stages, i, mode));
     this.nav = this.stageNav.element;
     this.editorHost = h("div", { class: "output-host" });
@@ -37,6 +43,13 @@ export class OutputView {
   }
 
   setSyntax(syntax: Syntax): void {
+    this.baseSyntax = syntax;
+    this.useSyntax(syntax);
+  }
+
+  private useSyntax(syntax: Syntax): void {
+    if (syntax === this.shownSyntax) return;
+    this.shownSyntax = syntax;
     this.editor.setSyntax(syntax);
   }
 
@@ -86,7 +99,10 @@ export class OutputView {
       const before = stages[index - 1]!;
       this.diffHost.appendChild(renderDiff(before.text, stage.text, before.title, stage.title));
     } else {
-      this.editor.setText(stages.length > 1 ? stage.text : this.output);
+      const text = stages.length > 1 ? stage.text : this.output;
+      const guess = index > 0 || this.baseSyntax === "text" ? guessSyntax(text) : null;
+      this.useSyntax(guess ?? this.baseSyntax);
+      this.editor.setText(text);
     }
   }
 }
