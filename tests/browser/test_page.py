@@ -50,6 +50,7 @@ def test_page_loads_with_the_pytorch_example(page):
     assert {"triton_ir", "triton_gpu_ir", "triton_nvptx"} <= set(triton_options)
     page.locator("#language").select_option("pytorch")
     assert "example_input" in source_text(page)
+    assert wait_for_result(page) == "ok"
     assert page.js_errors == []
 
 
