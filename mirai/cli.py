@@ -1,7 +1,7 @@
 """The `mirai` command line: each subcommand lives in its own module and registers itself here.
 
-    mirai build examples/pffn.py --target sm_90
-    mirai serve --port 8000
+mirai build examples/pffn.py --target sm_90
+mirai serve --port 8000
 """
 
 from __future__ import annotations

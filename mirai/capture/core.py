@@ -49,7 +49,7 @@ class _Symbols:
             value_range = self.shape_env.var_to_range.get(sym)
             lo = int(value_range.lower) if value_range is not None else 0
             upper = value_range.upper if value_range is not None else None
-            hi = int(upper) if upper is not None and upper.is_finite else None
+            hi = _finite(upper)
             out[str(ours)] = (lo, hi)
         return out
 
@@ -60,6 +60,15 @@ class _Symbols:
             expr = value.node.expr
             return expr_str(expr.xreplace({s: self.back.get(s, s) for s in expr.free_symbols}))
         return str(int(value))
+
+
+def _finite(value):
+    """An int for a finite bound, None for infinity (sympy's oo or torch's int_oo)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    return number if abs(number) < 2**62 else None
 
 
 def fake_inputs(trace: Trace, symbols: _Symbols) -> list:

@@ -84,20 +84,22 @@ def storage_numel(sizes, strides) -> sympy.Expr:
 
 
 class _Unsupported:
-    """Stands for a namespace of helpers (e.g. extern_kernels) that the export cannot use."""
+    """Stands for helpers the export cannot use (extern_kernels, torch.ops.aten...): any call through
+    it raises UnsupportedError naming what was called."""
 
     def __init__(self, what: str):
         self._what = what
 
     def __getattr__(self, name):
-        def refuse(*args, **kwargs):
-            raise UnsupportedError(
-                f"the graph calls {self._what}.{name}, which is not a Triton kernel (mirai exports "
-                "only Triton kernels: matmuls must be Triton templates, and ops without an Inductor "
-                "lowering fall back to aten); rewrite that part or report the op"
-            )
+        return _Unsupported(f"{self._what}.{name}")
 
-        return refuse
+    def __call__(self, *args, **kwargs):
+        raise UnsupportedError(
+            f"the graph calls {self._what}, which is not a Triton kernel (mirai exports only "
+            "Triton kernels: matmuls become Triton templates, but ops that Inductor leaves to "
+            "aten or to a library such as cuBLAS or cuDNN cannot be exported); rewrite that part "
+            "of the function"
+        )
 
 
 class _Recorder:
@@ -152,7 +154,7 @@ class _AsyncCompileStandIn:
         return None
 
     def __getattr__(self, name):
-        return _Unsupported("async_compile").__getattr__(name)
+        return getattr(_Unsupported("async_compile"), name)
 
 
 def load_kernel_module(name: str, source: str):
@@ -252,6 +254,7 @@ class _TorchStandIn:
         self.cuda = types.SimpleNamespace(
             _DeviceGuard=lambda index: contextlib.nullcontext(), set_device=lambda index: None
         )
+        self.ops = _Unsupported("torch.ops")
 
     def __getattr__(self, name):
         return getattr(self._torch, name)
@@ -292,7 +295,7 @@ def interpret(
         get_raw_stream=lambda index: 0,
         extern_kernels=unsupported_extern,
         aten=_Unsupported("aten"),
-        alloc_from_pool=unsupported_extern.alloc_from_pool,
+        alloc_from_pool=_Unsupported("alloc_from_pool"),
         start_graph=lambda *a, **k: None,
         end_graph=lambda *a, **k: None,
     )

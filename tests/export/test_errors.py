@@ -1,0 +1,84 @@
+"""Bad input to the export face gives a clear error that says what is wrong and what to do."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mirai
+from mirai import versions
+from mirai.errors import MiraiError, UnsupportedError, VersionError
+
+
+@mirai.op(name="Scale")
+def scale(x, w):
+    return x * w
+
+
+def test_undecorated_function(tmp_path):
+    def plain(x):
+        return x * 2
+
+    with pytest.raises(MiraiError, match=r"decorated with @mirai.op"):
+        mirai.build(plain, [torch.ones(4)], output_dir=tmp_path, progress=False)
+
+
+def test_non_tensor_sample_input(tmp_path):
+    with pytest.raises(MiraiError, match=r"sample input 'w' is a float, not a torch.Tensor"):
+        mirai.build(scale, [torch.ones(4), 2.0], output_dir=tmp_path, progress=False)
+
+
+def test_wrong_number_of_sample_inputs(tmp_path):
+    with pytest.raises(MiraiError, match=r"Scale takes 2 inputs \(x, w\), sample_inputs has 1"):
+        mirai.build(scale, [torch.ones(4)], output_dir=tmp_path, progress=False)
+
+
+def test_unsupported_op_is_named(tmp_path):
+    @mirai.op(name="Spectrum")
+    def spectrum(x):
+        return torch.fft.rfft(x, dim=-1).abs()
+
+    with pytest.raises(UnsupportedError, match=r"torch\.ops\.aten\._fft_r2c"):
+        mirai.build(spectrum, [torch.randn(4, 64)], output_dir=tmp_path, progress=False)
+    assert not (tmp_path / "SpectrumFwd.cc").exists()
+
+
+def test_output_dir_not_writable(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(MiraiError, match=r"is not writable"):
+        mirai.build(
+            scale, [torch.ones(4), torch.ones(4)], output_dir=blocker / "out", progress=False
+        )
+
+
+def test_invalid_op_name():
+    with pytest.raises(MiraiError, match=r"not a valid TensorFlow op name"):
+        mirai.op(name="bad name")(lambda x: x)
+
+
+def test_unknown_target(tmp_path):
+    with pytest.raises(MiraiError, match=r"unknown target 'sm_12'.*sm_90"):
+        mirai.build(
+            scale,
+            [torch.ones(4), torch.ones(4)],
+            output_dir=tmp_path,
+            target="sm_12",
+            progress=False,
+        )
+
+
+def test_unknown_versions_fail_clearly(monkeypatch):
+    monkeypatch.setattr(versions, "installed", lambda: {"torch": "2.9.1", "triton": "3.5.0"})
+    with pytest.raises(VersionError, match=r"torch 2.13 \+ triton 3.7.*found torch 2.9.1"):
+        versions.check()
+
+
+def test_cli_reports_errors_without_a_traceback(tmp_path, capsys):
+    from mirai.cli import main
+
+    bad = tmp_path / "nothing.py"
+    bad.write_text("x = 1\n")
+    assert main(["build", str(bad), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "defines no MIRAI_BUILD" in err and "Traceback" not in err
