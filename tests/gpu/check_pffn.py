@@ -66,7 +66,7 @@ def check_dir(directory: Path, batch: int, seed: int) -> dict:
     return {name: rel_err(a, b) for name, a, b in zip(NAMES, got, ref)}
 
 
-def build_on_gpu(batch: int, out: Path, precision: str) -> float:
+def build_on_gpu(batch: int, out: Path, precision: str, dynamic: bool = False) -> float:
     import pffn as example
 
     import mirai
@@ -77,6 +77,7 @@ def build_on_gpu(batch: int, out: Path, precision: str) -> float:
         sample_inputs=example.sample_inputs(batch, device="cuda"),
         output_dir=out,
         precision=precision,
+        dynamic=dynamic,
         gpu=True,
     )
     return time.perf_counter() - t
@@ -95,6 +96,40 @@ def prepare(out: Path, batches, precision: str) -> None:
             precision=precision,
             gpu=False,
         )
+    mirai.build(
+        example.pffn,
+        sample_inputs=example.sample_inputs(batches[-1]),
+        output_dir=out / "dynamic",
+        precision=precision,
+        dynamic=True,
+        gpu=False,
+    )
+
+
+def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
+    """Wrong shapes must come back as InvalidArgument (code 1) naming the input, never a crash."""
+    import torch
+
+    import pffn as example
+    from mirai.launch import GeneratedFunction, OpError
+
+    fn = GeneratedFunction(directory)
+    good = example.sample_inputs(batch, device="cuda")
+    cases = {
+        "wrong rank": [good[0][0]] + good[1:],
+        "wrong inner dim": [torch.zeros(batch, example.E, example.D + 1, device="cuda")] + good[1:],
+        "batch 1" if dynamic else "wrong batch": [good[0][:1] if dynamic else good[0][: batch // 2]]
+        + good[1:],
+    }
+    seen = {}
+    for name, inputs in cases.items():
+        try:
+            fn(inputs)
+            seen[name] = "accepted"
+        except OpError as err:
+            seen[name] = f"code {err.code}: {err}"
+    torch.cuda.synchronize()
+    return seen
 
 
 def table(rows) -> str:
@@ -159,8 +194,35 @@ def main(argv=None) -> int:
                     }
                 )
                 print(table(rows[-1:]), flush=True)
+    dynamic_dir = args.work / "gpu-dynamic"
+    build_on_gpu(batches[-1], dynamic_dir, args.precision, dynamic=True)
+    for batch in batches:
+        rows.append(
+            {
+                "build": "gpu dynamic",
+                "batch": batch,
+                "errors": check_dir(dynamic_dir, batch, seed=200 + batch),
+            }
+        )
+        print(table(rows[-1:]), flush=True)
+        if args.gpuless and (args.gpuless / "dynamic").exists():
+            rows.append(
+                {
+                    "build": "gpuless dynamic",
+                    "batch": batch,
+                    "errors": check_dir(args.gpuless / "dynamic", batch, seed=200 + batch),
+                }
+            )
+            print(table(rows[-1:]), flush=True)
+    refused = {
+        "static": bad_inputs(args.work / f"gpu-B{batches[0]}", batches[0], dynamic=False),
+        "dynamic": bad_inputs(dynamic_dir, batches[0], dynamic=True),
+    }
+    print(json.dumps(refused, indent=2))
     tol = TOLERANCE[args.precision]
-    ok = all(max(r["errors"].values()) <= tol for r in rows)
+    ok = all(max(r["errors"].values()) <= tol for r in rows) and all(
+        v.startswith("code 1:") for cases in refused.values() for v in cases.values()
+    )
     report = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -168,13 +230,21 @@ def main(argv=None) -> int:
         "tolerance": tol,
         "passed": ok,
         "rows": rows,
+        "bad_inputs": refused,
     }
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "check_pffn.json").write_text(json.dumps(report, indent=2) + "\n")
     text = (
         f"# pffn GPU check\n\n{report['device']}, torch {report['torch']}, {args.precision}, "
         f"relative error by norm against float64 PyTorch; tolerance {tol:g}: "
-        f"{'PASSED' if ok else 'FAILED'}\n\n{table(rows)}\n"
+        f"{'PASSED' if ok else 'FAILED'}\n\n{table(rows)}\n\n"
+        "Wrong inputs to the generated launch code (each must be InvalidArgument, code 1):\n\n"
+        + "\n".join(
+            f"- {kind}, {case}: {result}"
+            for kind, cases in refused.items()
+            for case, result in cases.items()
+        )
+        + "\n"
     )
     (args.results / "check_pffn.md").write_text(text)
     print(text)
