@@ -96,15 +96,6 @@ class GeneratedOp:
         ranks = [len(i["sizes"]) for i in self.spec["inputs"]]
         ranks += [len(o["sizes"]) for o in self.spec["outputs"]]
         self.max_rank = max(ranks + [1])
-        self._held = []
-        self._allocate = ALLOCATE(self._allocate_impl)
-
-    def _allocate_impl(self, ctx, nbytes):
-        import torch
-
-        t = torch.empty(int(nbytes), dtype=torch.uint8, device=self._device)
-        self._held.append(t)
-        return t.data_ptr()
 
     def bind(self, inputs):
         n = len(self.spec["inputs"])
@@ -134,23 +125,34 @@ class GeneratedOp:
             if not t.is_contiguous():
                 raise MiraiError(f"{self.op}: input {spec['name']} must be contiguous")
         symbols = self.bind(inputs)
-        self._device = inputs[0].device
+        # Launch in the context of the inputs' device, as TensorFlow does for its GPU ops.
+        with torch.cuda.device(inputs[0].device):
+            return self._launch(inputs, symbols, stream, inputs[0].device)
+
+    def _launch(self, inputs, symbols, stream, device):
+        import torch
+
+        held = []  # temporaries: torch's allocator keeps their reuse ordered on this stream
+
+        def allocate(ctx, nbytes):
+            t = torch.empty(int(nbytes), dtype=torch.uint8, device=device)
+            held.append(t)
+            return t.data_ptr()
+
         outputs = []
         for j, out in enumerate(self.spec["outputs"]):
             dims = (ctypes.c_int64 * self.max_rank)()
             self._shape(j, symbols, dims)
             shape = [dims[d] for d in range(len(out["sizes"]))]
-            outputs.append(
-                torch.empty(shape, dtype=getattr(torch, out["dtype"]), device=self._device)
-            )
+            outputs.append(torch.empty(shape, dtype=getattr(torch, out["dtype"]), device=device))
         in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[t.data_ptr() for t in inputs])
         out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[t.data_ptr() for t in outputs])
         if stream is None:
-            stream = torch.cuda.current_stream(self._device).cuda_stream
+            stream = torch.cuda.current_stream(device).cuda_stream
         err = ctypes.create_string_buffer(2048)
-        self._held = []
+        callback = ALLOCATE(allocate)
         code = self._run(
-            ctypes.c_void_p(stream), symbols, in_ptrs, out_ptrs, self._allocate, None, err, len(err)
+            ctypes.c_void_p(stream), symbols, in_ptrs, out_ptrs, callback, None, err, len(err)
         )
         if code:
             raise OpError(code, err.value.decode())
@@ -170,7 +172,7 @@ class GeneratedFunction:
         self.backward = GeneratedOp(self.directory, bwd) if bwd in manifest["ops"] else None
 
     def __call__(self, inputs):
-        """Forward only: the user-visible outputs."""
+        """Forward only: the user-visible outputs (on the current stream of the inputs' device)."""
         return self.forward(inputs)[: self.num_outputs]
 
     def forward_backward(self, inputs, grad_outputs):
