@@ -13,6 +13,7 @@ import sys
 # Subcommand name -> module with `register(subparsers)`; the module's parser sets `func`.
 SUBCOMMANDS = {
     "build": "mirai.commands.build",
+    "verify": "mirai.commands.verify",
     "serve": "mirai.explorer.cli",
 }
 

@@ -164,6 +164,7 @@ class Capture:
     outputs: tuple[TensorSpec, ...]
     grad_inputs: tuple[int, ...]  # indices of the inputs that get a gradient
     symbols: dict = field(hash=False)  # symbol -> (input index, dim) that binds it
+    input_order: tuple[int, ...] = ()  # forward graph tensor k -> input (parameter) index
     symbol_ranges: dict = field(default_factory=dict, hash=False)  # symbol -> (min, max or None)
     forward: KernelGraph = None
     backward: KernelGraph | None = None

@@ -201,6 +201,7 @@ def capture_graphs(trace: Trace, target: Target, precision: str, gpu: bool, name
         inputs=trace.inputs,
         outputs=trace.outputs,
         grad_inputs=trace.grad_inputs,
+        input_order=tuple(trace.input_order),
         symbols=dict(trace.symbols),
         symbol_ranges=symbols.ranges(),
         forward=fwd,

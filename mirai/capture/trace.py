@@ -39,6 +39,7 @@ class Trace:
     grad_inputs: tuple[int, ...]
     symbols: dict  # symbol -> (input index, dim)
     hints: dict  # symbol -> sample value
+    input_order: tuple[int, ...] = ()  # graph tensor k -> parameter index
 
 
 class _Traced(Exception):
@@ -113,6 +114,13 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
 
     def backend(gm, example_inputs):
         captured["gm"] = gm
+        # Dynamo drops the placeholders' sources once compilation ends: read them now.
+        captured["params"] = {
+            node.name: _param_index(node, params)
+            for node in gm.graph.nodes
+            if node.op == "placeholder"
+            and not isinstance(node.meta.get("example_value"), torch.SymInt)
+        }
         raise _Traced()
 
     torch._dynamo.reset()
@@ -133,13 +141,13 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
         if isinstance(value, torch.SymInt):
             expr = value.node.expr
             names.setdefault(str(expr), f"s{len(names)}")
-            placeholders.append(("symint", value))
+            placeholders.append(("symint", value, None))
         else:
             for s in list(value.shape) + list(value.stride()):
                 if isinstance(s, torch.SymInt):
                     for sym in sorted(s.node.expr.free_symbols, key=str):
                         names.setdefault(str(sym), f"s{len(names)}")
-            placeholders.append(("tensor", value))
+            placeholders.append(("tensor", value, captured["params"][node.name]))
 
     def canon(value) -> str:
         if isinstance(value, torch.SymInt):
@@ -149,9 +157,9 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
             return expr_str(expr)
         return str(int(value))
 
-    specs, tensor_index = [], 0
+    specs, order = [], []
     hints = {}
-    for kind, value in placeholders:
+    for kind, value, param in placeholders:
         if kind == "symint":
             symbol = canon(value)
             hint = int(value.node.hint) if value.node.hint is not None else 0
@@ -164,18 +172,26 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
                     dtype=str(value.dtype).replace("torch.", ""),
                     sizes=tuple(canon(s) for s in value.shape),
                     strides=tuple(canon(s) for s in value.stride()),
-                    requires_grad=tensor_index in grad_inputs,
+                    requires_grad=param in grad_inputs,
                 )
             )
-            tensor_index += 1
+            order.append(param)
 
-    tensor_specs = [s for s in specs if s.kind == "tensor"]
+    if sorted(order) != list(range(len(params))):
+        unused = [params[i] for i in range(len(params)) if i not in order]
+        raise UnsupportedError(
+            f"{op.name} does not use its input(s) {', '.join(unused)}; remove them from the signature"
+        )
+    # The graph takes its tensors in the order the function first touched them; the ops take the
+    # function's parameters in order. `input_order[k]` is the parameter of graph tensor k.
+    tensor_specs = {param: s for param, s in zip(order, (s for s in specs if s.kind == "tensor"))}
     inputs = tuple(
-        TensorSpec(name=name, dtype=s.dtype, sizes=s.sizes) for name, s in zip(params, tensor_specs)
+        TensorSpec(name=params[i], dtype=tensor_specs[i].dtype, sizes=tensor_specs[i].sizes)
+        for i in range(len(params))
     )
     symbols = {}
-    for index, spec in enumerate(tensor_specs):
-        for dim, size in enumerate(spec.sizes):
+    for index in range(len(params)):
+        for dim, size in enumerate(tensor_specs[index].sizes):
             if size.startswith("s") and size[1:].isdigit() and size not in symbols:
                 symbols[size] = (index, dim)
                 hints.setdefault(size, int(samples[index].shape[dim]))
@@ -198,7 +214,24 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
         grad_inputs=grad_inputs,
         symbols=symbols,
         hints=hints,
+        input_order=tuple(order),
     )
+
+
+def _param_index(node, params: list[str]) -> int:
+    """Which parameter of the function a Dynamo placeholder stands for (by its source)."""
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    # contiguous_outputs(*args): the sources are args[i]
+    index = getattr(source, "index", None)
+    if (
+        isinstance(index, int)
+        and getattr(getattr(source, "base", None), "local_name", "") == "args"
+    ):
+        return index
+    name = getattr(source, "local_name", None)
+    if name in params:
+        return params.index(name)
+    raise CaptureError(f"cannot tell which input the graph argument {node.name} ({source}) is")
 
 
 def _sym(name: str):

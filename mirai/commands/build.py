@@ -9,10 +9,9 @@ The file either calls `mirai.build` itself when run as a script, or defines `MIR
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 
+from mirai.commands import load_user_module
 from mirai.errors import MiraiError
 
 
@@ -39,27 +38,13 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _load_module(path: Path):
-    """Import the file as a module of its own (Dynamo needs the function's module importable)."""
-    name = f"mirai_user_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    sys.path.insert(0, str(path.parent.resolve()))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.pop(0)
-    return module
-
-
 def run(args) -> int:
     import mirai
 
     path = Path(args.file)
     if not path.is_file():
         raise MiraiError(f"no such file: {path}")
-    spec = getattr(_load_module(path), "MIRAI_BUILD", None)
+    spec = getattr(load_user_module(path), "MIRAI_BUILD", None)
     if not isinstance(spec, dict) or "op" not in spec:
         raise MiraiError(
             f"{path} defines no MIRAI_BUILD = {{'op': fn, 'sample_inputs': [...]}}; add one, or run "

@@ -295,19 +295,28 @@ def _finish_copies(builder: _OpBuilder):
             copy["src"] = builder.pointer(copy["src"])
 
 
+def _input_order(capture: Capture, tensor_inputs) -> list[int]:
+    """Parameter index of each tensor input of the forward graph (Dynamo orders them by first use)."""
+    order = list(capture.input_order) or list(range(len(tensor_inputs)))
+    if len(order) != len(tensor_inputs) or sorted(order) != list(range(len(capture.inputs))):
+        raise UnsupportedError(
+            f"{capture.name}: the forward graph takes {len(tensor_inputs)} tensors for "
+            f"{len(capture.inputs)} inputs (unused or duplicated inputs are not supported)"
+        )
+    return order
+
+
 def plan_forward(capture: Capture, compiled: dict) -> tuple[dict, list[dict]]:
     """The forward op, and the residuals it outputs for the backward op."""
     graph = capture.forward
     b = _OpBuilder(capture, f"{capture.name}Fwd", graph, compiled)
     tensor_inputs = [i for i in graph.inputs if i.kind == "tensor"]
-    if len(tensor_inputs) != len(capture.inputs):
-        raise UnsupportedError(
-            f"{capture.name}: the forward graph takes {len(tensor_inputs)} tensors for "
-            f"{len(capture.inputs)} inputs (unused or duplicated inputs are not supported)"
-        )
-    for k, (gi, spec) in enumerate(zip(tensor_inputs, capture.inputs)):
-        b.add_input(spec.name, spec.dtype, spec.sizes, "input", gi.aligned)
-        b.storage[gi.name] = {"var": f"p_{gi.name}", "kind": "input", "index": k}
+    order = _input_order(capture, tensor_inputs)
+    for spec in capture.inputs:
+        b.add_input(spec.name, spec.dtype, spec.sizes, "input")
+    for gi, param in zip(tensor_inputs, order):
+        b.storage[gi.name] = {"var": f"p_{gi.name}", "kind": "input", "index": param}
+        b.inputs[param]["aligned"] = gi.aligned
     n_user = len(capture.outputs)
     for spec in capture.outputs:
         b.add_output(spec.name, spec.dtype, spec.sizes, "output")
@@ -316,7 +325,7 @@ def plan_forward(capture: Capture, compiled: dict) -> tuple[dict, list[dict]]:
     # Saved tensors: name -> how the backward op gets them.
     residuals: list[dict] = []
     saved_sources = {}
-    input_index = {gi.name: k for k, gi in enumerate(tensor_inputs)}
+    input_index = {gi.name: param for gi, param in zip(tensor_inputs, order)}
     for name, index in capture.saved.items():
         view = graph.outputs[index]
         if not isinstance(view, View):
@@ -401,16 +410,17 @@ def plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residua
         if not any(symbol in i["shape_sizes"] for i in b.inputs):
             source_input(Source("input", k))
     # Gradients: one per tensor input of the forward graph, None where there is none.
-    fwd_tensor_inputs = [i for i in capture.forward.inputs if i.kind == "tensor"]
-    positions = [p for p, i in enumerate(capture.forward.inputs) if i.kind == "tensor"]
+    tensor_positions = [p for p, i in enumerate(capture.forward.inputs) if i.kind == "tensor"]
+    order = _input_order(capture, tensor_positions)
+    position_of = {param: p for p, param in zip(tensor_positions, order)}
     grads, grad_views = [], []
-    for k, (p, spec) in enumerate(zip(positions, capture.inputs)):
+    for k, spec in enumerate(capture.inputs):
+        p = position_of[k]
         view = graph.outputs[p] if p < len(graph.outputs) else None
         if isinstance(view, View):
             b.add_output(f"grad_{spec.name}", spec.dtype, spec.sizes, "grad")
             grads.append(k)
             grad_views.append(view)
-    del fwd_tensor_inputs
     _output_buffers(graph, grad_views, b, 0)
     for buf in graph.buffers:
         if buf.name not in b.storage:

@@ -3,6 +3,7 @@
     python tf_checks.py DIR trace [BATCH|none]   # shapes and gradient wiring in a tf.function trace
     python tf_checks.py DIR bad-shape             # a wrong static dimension is refused at trace time
     python tf_checks.py DIR run-cpu               # running on a CPU-only TensorFlow fails cleanly
+    python tf_checks.py trace-many BATCH DIR...    # `trace` for several folders, one JSON object
 
 Prints one JSON line with what it saw.
 """
@@ -43,7 +44,7 @@ def specs(module, batch):
     return out
 
 
-def trace(directory, batch_arg):
+def trace(directory, batch_arg, emit=True):
     module, fn = load_api(directory)
     batch = None if batch_arg == "none" else int(batch_arg)
     input_specs = specs(module, batch)
@@ -54,7 +55,7 @@ def trace(directory, batch_arg):
             for a in args:
                 tape.watch(a)
             y = fn(*args)
-        return y, tape.gradient(y, args)
+        return y, tape.gradient(y, args, unconnected_gradients="none")
 
     concrete = step.get_concrete_function(*input_specs)
     graph = concrete.graph
@@ -69,23 +70,33 @@ def trace(directory, batch_arg):
     for t in bwd[0].inputs if bwd else []:
         kind, index, name = source(t)
         wiring.append({"op": kind, "index": index, "placeholder": placeholders.get(name)})
-    print(
-        json.dumps(
-            {
-                "output_shape": y.shape.as_list(),
-                "grad_shapes": [g.shape.as_list() if g is not None else None for g in grads],
-                "grad_sources": [list(source(g)[:2]) if g is not None else None for g in grads],
-                "fwd_ops": [op.type for op in fwd],
-                "bwd_ops": [op.type for op in bwd],
-                "fwd_output_shapes": [o.shape.as_list() for o in fwd[0].outputs],
-                "bwd_inputs": [
-                    op_input.shape.as_list() for op_input in (bwd[0].inputs if bwd else [])
-                ],
-                "bwd_wiring": wiring,
-                "input_shapes": [s.shape.as_list() for s in input_specs],
-            }
-        )
-    )
+    outputs = y if isinstance(y, (tuple, list)) else (y,)
+    seen = {
+        "output_shapes": [o.shape.as_list() for o in outputs],
+        "output_shape": outputs[0].shape.as_list(),
+        "grad_shapes": [g.shape.as_list() if g is not None else None for g in grads],
+        "grad_sources": [list(source(g)[:2]) if g is not None else None for g in grads],
+        "fwd_ops": [op.type for op in fwd],
+        "bwd_ops": [op.type for op in bwd],
+        "fwd_output_shapes": [o.shape.as_list() for o in fwd[0].outputs],
+        "bwd_inputs": [t.shape.as_list() for t in (bwd[0].inputs if bwd else [])],
+        "bwd_wiring": wiring,
+        "input_shapes": [s.shape.as_list() for s in input_specs],
+    }
+    if emit:
+        print(json.dumps(seen))
+    return seen
+
+
+def trace_many(batch_arg, directories):
+    """`trace` for several folders in one process: {folder: what trace saw, or the error}."""
+    seen = {}
+    for directory in directories:
+        try:
+            seen[directory] = trace(directory, batch_arg, emit=False)
+        except Exception as err:  # noqa: BLE001 - reported to the test
+            seen[directory] = {"error": f"{type(err).__name__}: {err}"[:2000]}
+    print(json.dumps(seen))
 
 
 def bad_shape(directory):
@@ -117,6 +128,9 @@ def run_cpu(directory):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "trace-many":
+        trace_many(sys.argv[2], sys.argv[3:])
+        sys.exit(0)
     directory, command, *rest = sys.argv[1:]
     {
         "trace": lambda: trace(directory, rest[0] if rest else "none"),
