@@ -65,8 +65,9 @@ def build(
 
     `sample_inputs` give shapes and dtypes (CPU tensors are fine on a machine without a GPU).
     `dynamic=True` makes the leading (batch) dimension dynamic: one op serves every batch size.
-    `target` names the GPU architecture (e.g. "sm_90"); `precision` is "tf32" or "ieee" for float32
-    matmuls. `gpu=None` captures on a GPU when torch sees one, else GPU-less.
+    `target` names the GPU architecture (e.g. "sm_90"). `precision`: "tf32" (default) or "ieee" for
+    float32 matmuls; "fp16" or "bf16" build ops whose floating inputs and outputs are of that dtype.
+    The assets folder is named after it. `gpu=None` captures on a GPU when torch sees one, else GPU-less.
 
     >>> # doctest: +SKIP
     >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])

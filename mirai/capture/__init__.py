@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-from mirai.errors import CaptureError
+from mirai.errors import CaptureError, MiraiError
 from mirai.graph import Capture
 from mirai.targets import get_target
 
@@ -51,7 +51,7 @@ def capture(
 
     found = versions.check()
     tgt = get_target(target)
-    traced = trace(op, sample_inputs, dynamic)
+    traced = trace(op, cast_for_precision(sample_inputs, precision), dynamic)
     if use_gpu(gpu):
         from mirai.capture.core import capture_graphs
 
@@ -59,6 +59,23 @@ def capture(
     else:
         result = _capture_in_worker(traced, tgt.name, precision, op.name, timeout)
     return _with_versions(result, found)
+
+
+def cast_for_precision(samples, precision: str):
+    """fp16/bf16 builds take every floating input in that dtype; tf32/ieee keep the samples' dtypes."""
+    from mirai.capture.inductor import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise MiraiError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(precision)
+    if dtype is None:
+        return samples
+    import torch
+
+    return [
+        s.to(getattr(torch, dtype)) if isinstance(s, torch.Tensor) and s.is_floating_point() else s
+        for s in samples
+    ]
 
 
 def _with_versions(result: Capture, found: dict) -> Capture:

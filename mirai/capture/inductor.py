@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 from mirai.errors import UnsupportedError
 
-PRECISIONS = {"tf32": "high", "ieee": "highest"}
+# precision mode -> torch's float32 matmul precision while compiling. fp16/bf16 builds take their
+# floating inputs in that dtype (see mirai.capture.cast_for_precision).
+PRECISIONS = {"tf32": "high", "ieee": "highest", "fp16": "high", "bf16": "high"}
 
 
 @dataclass

@@ -154,3 +154,23 @@ def test_demo_example_runs_as_a_script(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     assert (tmp_path / "generated" / "PffnFwd.cc").exists()
     assert "capture Pffn for sm_90 GPU-less" in result.stderr
+
+
+def test_half_precision_build_registers_only_half(tmp_path):
+    import mirai
+    from tests.export.conftest import run, without_cuda_env
+
+    sys.path.insert(0, str(EXAMPLES))
+    from pffn import pffn, sample_inputs
+
+    out = tmp_path / "fp16"
+    mirai.build(
+        pffn, sample_inputs(64), output_dir=out, precision="fp16", gpu=False, progress=False
+    )
+    assert (out / "fp16" / "PffnFwd").is_dir() and not (out / "tf32").exists()
+    assert '.Input("inputs: half")' in (out / "PffnFwd.cc").read_text()
+    run(["bash", "build.sh"], cwd=out, env=without_cuda_env())
+    seen = tf_check(out, "trace", "64")
+    assert seen["output_shape"] == [64, E, D] and len(seen["grad_shapes"]) == 7
+    refused = tf_check(out, "wrong-dtype")
+    assert refused["error"] is not None and "expected type of float16" in refused["message"]

@@ -2,6 +2,7 @@
 
     python tf_checks.py DIR trace [BATCH|none]   # shapes and gradient wiring in a tf.function trace
     python tf_checks.py DIR bad-shape             # a wrong static dimension is refused at trace time
+    python tf_checks.py DIR wrong-dtype           # float32 into an fp16/bf16 op is refused
     python tf_checks.py DIR run-cpu               # running on a CPU-only TensorFlow fails cleanly
     python tf_checks.py trace-many BATCH DIR...    # `trace` for several folders, one JSON object
 
@@ -114,6 +115,21 @@ def bad_shape(directory):
     print(json.dumps({"error": None}))
 
 
+def wrong_dtype(directory):
+    """Float32 tensors given to ops built for another float type are refused at trace time."""
+    module, fn = load_api(directory)
+    input_specs = [
+        tf.TensorSpec(s.shape, tf.float32) if s.dtype.is_floating else s
+        for s in specs(module, None)
+    ]
+    try:
+        tf.function(fn).get_concrete_function(*input_specs)
+    except Exception as err:  # noqa: BLE001 - the message is the result
+        print(json.dumps({"error": type(err).__name__, "message": str(err)[:2000]}))
+        return
+    print(json.dumps({"error": None}))
+
+
 def run_cpu(directory):
     module, fn = load_api(directory)
     args = []
@@ -136,4 +152,5 @@ if __name__ == "__main__":
         "trace": lambda: trace(directory, rest[0] if rest else "none"),
         "bad-shape": lambda: bad_shape(directory),
         "run-cpu": lambda: run_cpu(directory),
+        "wrong-dtype": lambda: wrong_dtype(directory),
     }[command]()
