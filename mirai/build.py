@@ -59,6 +59,8 @@ def build(
     target: str = "sm_90",
     precision: str = "tf32",
     gpu: bool | None = None,
+    ptxas: str | None = None,
+    ptx_version: int | None = None,
     progress: bool = True,
 ) -> BuildResult:
     """Export a @mirai.op function as TensorFlow custom ops backed by Triton kernels.
@@ -67,7 +69,8 @@ def build(
     `dynamic=True` makes the leading (batch) dimension dynamic: one op serves every batch size.
     `target` names the GPU architecture (e.g. "sm_90"). `precision`: "tf32" (default) or "ieee" for
     float32 matmuls; "fp16" or "bf16" build ops whose floating inputs and outputs are of that dtype.
-    The assets folder is named after it. `gpu=None` captures on a GPU when torch sees one, else GPU-less.
+    The assets folder is named after it. `ptxas` is the ptxas binary to use (default: Triton's);
+    `ptx_version` the PTX ISA version to emit (e.g. 80 for drivers older than CUDA 12.8's). `gpu=None` captures on a GPU when torch sees one, else GPU-less.
 
     >>> # doctest: +SKIP
     >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])
@@ -75,7 +78,7 @@ def build(
     ['PffnBwd', 'PffnFwd']
     """
     from mirai.capture import capture, use_gpu
-    from mirai.compile import compile_all
+    from mirai.compile import CompileOptions, compile_all
     from mirai.decorator import Op
     from mirai.render import render
     from mirai.targets import get_target
@@ -100,7 +103,8 @@ def build(
     report(f"captured {n_fwd} forward and {n_bwd} backward launches")
 
     t = time.perf_counter()
-    compiled = compile_all(cap.kernels, tgt, progress=report)
+    options = CompileOptions(ptxas=ptxas, ptx_version=ptx_version)
+    compiled = compile_all(cap.kernels, tgt, progress=report, options=options)
     timings["compile"] = time.perf_counter() - t
 
     t = time.perf_counter()

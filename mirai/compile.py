@@ -8,12 +8,43 @@ metadata, and the launcher allocates them when they are not zero.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from dataclasses import dataclass
+
 from mirai.errors import CompileError
 from mirai.graph import CompiledKernel, KernelSource
 from mirai.targets import Target
 
 
-def compile_kernel(kernel: KernelSource, target: Target) -> CompiledKernel:
+@dataclass(frozen=True)
+class CompileOptions:
+    """What users of such tools expect to set: the ptxas to use, and the PTX ISA version to emit
+    (older drivers JIT only older PTX; e.g. 80 for PTX ISA 8.0)."""
+
+    ptxas: str | None = None
+    ptx_version: int | None = None
+
+
+@contextlib.contextmanager
+def _ptxas(path: str | None):
+    if path is None:
+        yield
+        return
+    previous = os.environ.get("TRITON_PTXAS_PATH")
+    os.environ["TRITON_PTXAS_PATH"] = os.path.abspath(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TRITON_PTXAS_PATH", None)
+        else:
+            os.environ["TRITON_PTXAS_PATH"] = previous
+
+
+def compile_kernel(
+    kernel: KernelSource, target: Target, options: CompileOptions = CompileOptions()
+) -> CompiledKernel:
     """Compile one kernel for `target` (no GPU needed)."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -28,14 +59,19 @@ def compile_kernel(kernel: KernelSource, target: Target) -> CompiledKernel:
         num_stages=kernel.config["num_stages"],
     )
     compile_meta = tuner._create_compile_meta(cfg)
-    options = tuner._create_compile_options(cfg, compile_meta)
+    triton_options = tuner._create_compile_options(cfg, compile_meta)
+    if options.ptx_version is not None:
+        triton_options["ptx_version"] = int(options.ptx_version)
     source = ASTSource(
         tuner.fn, compile_meta["signature"], compile_meta["constants"], compile_meta["configs"][0]
     )
     try:
-        binary = triton.compile(
-            source, target=GPUTarget("cuda", target.cc, target.warp_size), options=options
-        )
+        with _ptxas(options.ptxas):
+            binary = triton.compile(
+                source,
+                target=GPUTarget("cuda", target.cc, target.warp_size),
+                options=triton_options,
+            )
     except Exception as err:
         raise CompileError(
             f"Triton could not compile kernel {kernel.name} for {target.name}: {err}\n"
@@ -66,10 +102,16 @@ def compile_kernel(kernel: KernelSource, target: Target) -> CompiledKernel:
     )
 
 
-def compile_all(kernels: dict, target: Target, progress=None) -> dict:
+def compile_all(
+    kernels: dict, target: Target, progress=None, options: CompileOptions = CompileOptions()
+) -> dict:
     """Compile every kernel of every graph: {graph: {kernel: CompiledKernel}}."""
     from mirai.capture.gpuless import triton_for_target
 
+    if options.ptxas is not None and not (
+        os.path.isfile(options.ptxas) and os.access(options.ptxas, os.X_OK)
+    ):
+        raise CompileError(f"ptxas {options.ptxas!r} is not an executable file")
     out = {}
     total = sum(len(k) for k in kernels.values())
     done = 0
@@ -80,5 +122,5 @@ def compile_all(kernels: dict, target: Target, progress=None) -> dict:
             if progress:
                 progress(f"compile {done}/{total}: {graph} {name}")
             with triton_for_target(target):
-                out[graph][name] = compile_kernel(kernel, target)
+                out[graph][name] = compile_kernel(kernel, target, options)
     return out

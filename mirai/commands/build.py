@@ -28,7 +28,10 @@ def register(sub) -> None:
     )
     p.add_argument("--target", default=None, help="GPU architecture, e.g. sm_90 (default: sm_90)")
     p.add_argument(
-        "--precision", default=None, choices=["tf32", "ieee", "fp16", "bf16"], help="float32 matmul precision"
+        "--precision",
+        default=None,
+        choices=["tf32", "ieee", "fp16", "bf16"],
+        help="float32 matmul precision",
     )
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(
@@ -62,6 +65,8 @@ def run(args) -> int:
         sample_inputs=samples,
         output_dir=args.output_dir,
         gpu=False if args.gpuless else None,
+        ptxas=args.ptxas,
+        ptx_version=args.ptx_version,
         progress=not args.quiet,
         **options,
     )

@@ -82,3 +82,35 @@ def test_cli_reports_errors_without_a_traceback(tmp_path, capsys):
     assert main(["build", str(bad), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "defines no MIRAI_BUILD" in err and "Traceback" not in err
+
+
+def test_ptx_version_and_ptxas_options(tmp_path):
+    import glob
+
+    import triton
+
+    @mirai.op(name="Twice")
+    def twice(x):
+        return x * 2
+
+    ptxas = glob.glob(f"{triton.__path__[0]}/backends/nvidia/bin/ptxas")[0]
+    mirai.build(
+        twice, [torch.ones(64)], output_dir=tmp_path, ptx_version=80, ptxas=ptxas, progress=False
+    )
+    ptx = next((tmp_path / "tf32" / "TwiceFwd").glob("*.ptx")).read_text()
+    assert ".version 8.0" in ptx
+    with pytest.raises(MiraiError, match=r"ptxas '/nonexistent/ptxas' is not an executable file"):
+        mirai.build(
+            twice, [torch.ones(64)], output_dir=tmp_path, ptxas="/nonexistent/ptxas", progress=False
+        )
+
+
+def test_precision_must_be_known(tmp_path):
+    with pytest.raises(MiraiError, match=r"unknown precision 'fp8'"):
+        mirai.build(
+            scale,
+            [torch.ones(4), torch.ones(4)],
+            output_dir=tmp_path,
+            precision="fp8",
+            progress=False,
+        )
