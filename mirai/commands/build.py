@@ -31,12 +31,14 @@ def register(sub) -> None:
         "--precision",
         default=None,
         choices=["tf32", "ieee", "fp16", "bf16"],
-        help="float32 matmul precision",
+        help="tf32 or ieee float32 matmuls, or fp16/bf16 floating inputs (default: tf32)",
     )
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(
         "--gpuless", action="store_true", help="capture GPU-less even if a GPU is present"
     )
+    p.add_argument("--ptxas", default=None, help="path of the ptxas to use (default: Triton's)")
+    p.add_argument("--ptx-version", type=int, default=None, help="PTX ISA version, e.g. 80")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
     p.set_defaults(func=run)
 
