@@ -24,21 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-GUIDE_MODEL = """
-import torch
-import torch.nn as nn
-
-class MyModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return torch.relu(self.linear(x))
-
-model = MyModel()
-example_input = torch.randn(4, 4)
-"""
+sys.path.insert(0, str(ROOT))
+from tests.explorer.explorer_samples import GUIDE_MODEL  # noqa: E402  (the guide's example model)
 
 ADD_KERNEL = """
 import torch
