@@ -100,6 +100,16 @@ def trace_many(batch_arg, directories):
     print(json.dumps(seen))
 
 
+def report_trace_error(fn, input_specs):
+    """Trace `fn` for `input_specs`; print the error it raises (or none) as JSON."""
+    try:
+        tf.function(fn).get_concrete_function(*input_specs)
+    except Exception as err:  # noqa: BLE001 - the message is the result
+        print(json.dumps({"error": type(err).__name__, "message": str(err)[:2000]}))
+        return
+    print(json.dumps({"error": None}))
+
+
 def bad_shape(directory):
     module, fn = load_api(directory)
     input_specs = specs(module, None)
@@ -107,12 +117,7 @@ def bad_shape(directory):
     dims = first.shape.as_list()
     dims[-1] = (dims[-1] or 1) + 1
     input_specs[-1] = tf.TensorSpec(dims, first.dtype)
-    try:
-        tf.function(fn).get_concrete_function(*input_specs)
-    except Exception as err:  # noqa: BLE001 - the message is the result
-        print(json.dumps({"error": type(err).__name__, "message": str(err)[:2000]}))
-        return
-    print(json.dumps({"error": None}))
+    report_trace_error(fn, input_specs)
 
 
 def wrong_dtype(directory):
@@ -122,12 +127,7 @@ def wrong_dtype(directory):
         tf.TensorSpec(s.shape, tf.float32) if s.dtype.is_floating else s
         for s in specs(module, None)
     ]
-    try:
-        tf.function(fn).get_concrete_function(*input_specs)
-    except Exception as err:  # noqa: BLE001 - the message is the result
-        print(json.dumps({"error": type(err).__name__, "message": str(err)[:2000]}))
-        return
-    print(json.dumps({"error": None}))
+    report_trace_error(fn, input_specs)
 
 
 def run_cpu(directory):
