@@ -66,6 +66,7 @@ test: setup lint
 # On a CUDA machine (torch with CUDA, triton): the GPU check and the benchmark.
 gpu-check:
 	$(PYTHON) tests/gpu/check_pffn.py
+	$(PYTHON) tests/gpu/check_suite.py
 
 bench:
 	$(PYTHON) bench/bench_pffn.py

@@ -56,7 +56,7 @@ def build(
     output_dir: str | os.PathLike = "./generated",
     dynamic=False,
     *,
-    target: str = "sm_90",
+    target: str | list[str] = "sm_90",
     precision: str = "tf32",
     gpu: bool | None = None,
     ptxas: str | None = None,
@@ -67,7 +67,8 @@ def build(
 
     `sample_inputs` give shapes and dtypes (CPU tensors are fine on a machine without a GPU).
     `dynamic=True` makes the leading (batch) dimension dynamic: one op serves every batch size.
-    `target` names the GPU architecture (e.g. "sm_90"). `precision`: "tf32" (default) or "ieee" for
+    `target` names the GPU architecture (e.g. "sm_90"), or several ("sm_80,sm_90" or a list): the op then
+    embeds a cubin for each, and picks the one for the GPU it runs on (PTX as fallback). `precision`: "tf32" (default) or "ieee" for
     float32 matmuls; "fp16" or "bf16" build ops whose floating inputs and outputs are of that dtype.
     The assets folder is named after it. `ptxas` is the ptxas binary to use (default: Triton's);
     `ptx_version` the PTX ISA version to emit (e.g. 80 for drivers older than CUDA 12.8's). `gpu=None` captures on a GPU when torch sees one, else GPU-less.
@@ -81,22 +82,24 @@ def build(
     from mirai.compile import CompileOptions, compile_all
     from mirai.decorator import Op
     from mirai.render import render
-    from mirai.targets import get_target
+    from mirai.targets import capture_target, parse_targets
 
     if not isinstance(fn, Op):
         raise MiraiError(
             f"mirai.build needs a function decorated with @mirai.op(name=...); got {fn!r}"
         )
-    tgt = get_target(target)
+    targets = parse_targets(target)
+    tgt = capture_target(targets)
     out = Path(output_dir)
     _check_output_dir(out)
     report = _progress(progress)
     timings = {}
 
     mode = "on the GPU (torch.compile, max-autotune)" if use_gpu(gpu) else "GPU-less"
-    report(f"capture {fn.name} for {tgt.name} {mode}")
+    names = ", ".join(t.name for t in targets)
+    report(f"capture {fn.name} for {names} {mode}")
     t = time.perf_counter()
-    cap = capture(fn, sample_inputs, target=tgt.name, dynamic=dynamic, precision=precision, gpu=gpu)
+    cap = capture(fn, sample_inputs, target=tgt, dynamic=dynamic, precision=precision, gpu=gpu)
     timings["capture"] = time.perf_counter() - t
     n_fwd = len(cap.forward.launches)
     n_bwd = len(cap.backward.launches) if cap.backward is not None else 0
@@ -104,11 +107,11 @@ def build(
 
     t = time.perf_counter()
     options = CompileOptions(ptxas=ptxas, ptx_version=ptx_version)
-    compiled = compile_all(cap.kernels, tgt, progress=report, options=options)
+    compiled = compile_all(cap.kernels, targets, progress=report, options=options)
     timings["compile"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    files = render(cap, compiled, out)
+    files = render(cap, compiled, out, targets=[t.name for t in targets])
     timings["render"] = time.perf_counter() - t
     report(f"wrote {len(files)} files to {out}/ (build the ops with: cd {out} && bash build.sh)")
     return BuildResult(output_dir=out, files=files, capture=cap, compiled=compiled, timings=timings)

@@ -1,6 +1,7 @@
 """The `mirai` command line: each subcommand lives in its own module and registers itself here.
 
-mirai build examples/pffn.py --target sm_90
+mirai build examples/pffn.py --target sm_80,sm_90
+mirai inspect generated --arch sm_86
 mirai serve --port 8000
 """
 
@@ -14,6 +15,7 @@ import sys
 SUBCOMMANDS = {
     "build": "mirai.commands.build",
     "verify": "mirai.commands.verify",
+    "inspect": "mirai.commands.inspect",
     "serve": "mirai.explorer.cli",
 }
 

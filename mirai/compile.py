@@ -1,7 +1,9 @@
-"""Compile: each captured Triton kernel -> PTX + cubin for the target, with its launch metadata.
+"""Compile: each captured Triton kernel -> PTX + cubin for every target, with its launch metadata.
 
 The kernel is compiled exactly as Inductor would compile it for the chosen configuration (Inductor's
-own compile metadata and options), but for an explicit target, so no GPU is needed. Triton appends two
+own compile metadata and options), but for explicit targets, so no GPU is needed. One capture serves
+all targets of a build: the same kernel source and configuration is compiled once per architecture,
+and each binary is checked against its target's shared memory. Triton appends two
 hidden pointer parameters (global and profile scratch) after the kernel's own; their sizes are in the
 metadata, and the launcher allocates them when they are not zero.
 """
@@ -10,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 
 from mirai.errors import CompileError
-from mirai.graph import CompiledKernel, KernelSource
+from mirai.graph import CompiledKernel, KernelBinaries, KernelSource
 from mirai.targets import Target
 
 
@@ -78,6 +81,8 @@ def compile_kernel(
             f"--- kernel source ---\n{kernel.source}"
         ) from err
     md = binary.metadata
+    ptx = binary.asm["ptx"]
+    arch = re.search(r"^\.target\s+(sm_\w+)", ptx, re.MULTILINE)
     params = tuple(
         (name, ty) for name, ty in compile_meta["signature"].items() if ty != "constexpr"
     )
@@ -86,7 +91,8 @@ def compile_kernel(
         name=kernel.name,
         function=md.name,
         target=target.name,
-        ptx=binary.asm["ptx"],
+        arch=arch.group(1) if arch else f"sm_{target.cc}",
+        ptx=ptx,
         cubin=bytes(binary.asm["cubin"]),
         params=params,
         num_warps=int(md.num_warps),
@@ -103,24 +109,51 @@ def compile_kernel(
 
 
 def compile_all(
-    kernels: dict, target: Target, progress=None, options: CompileOptions = CompileOptions()
+    kernels: dict, targets, progress=None, options: CompileOptions = CompileOptions()
 ) -> dict:
-    """Compile every kernel of every graph: {graph: {kernel: CompiledKernel}}."""
+    """Compile every kernel of every graph for every target: {graph: {kernel: KernelBinaries}}."""
     from mirai.capture.gpuless import triton_for_target
+    from mirai.targets import parse_targets
 
+    targets = parse_targets(targets)
     if options.ptxas is not None and not (
         os.path.isfile(options.ptxas) and os.access(options.ptxas, os.X_OK)
     ):
         raise CompileError(f"ptxas {options.ptxas!r} is not an executable file")
     out = {}
-    total = sum(len(k) for k in kernels.values())
+    total = sum(len(k) for k in kernels.values()) * len(targets)
     done = 0
     for graph, graph_kernels in kernels.items():
         out[graph] = {}
         for name, kernel in graph_kernels.items():
-            done += 1
-            if progress:
-                progress(f"compile {done}/{total}: {graph} {name}")
-            with triton_for_target(target):
-                out[graph][name] = compile_kernel(kernel, target, options)
+            binaries = []
+            for target in targets:
+                done += 1
+                if progress:
+                    progress(f"compile {done}/{total}: {graph} {name} for {target.name}")
+                with triton_for_target(target):
+                    binaries.append(_fits(compile_kernel(kernel, target, options), target))
+            _same_interface(binaries)
+            out[graph][name] = KernelBinaries(name=name, binaries=tuple(binaries))
     return out
+
+
+def _fits(kernel: CompiledKernel, target: Target) -> CompiledKernel:
+    if kernel.shared > target.shared_memory_per_block_optin:
+        raise CompileError(
+            f"kernel {kernel.name} needs {kernel.shared} bytes of shared memory on {target.name}, "
+            f"which has {target.shared_memory_per_block_optin}: its configuration was chosen for "
+            "another GPU. Capture GPU-less for these targets, or build for this target separately."
+        )
+    return kernel
+
+
+def _same_interface(binaries: list[CompiledKernel]) -> None:
+    first = binaries[0]
+    for other in binaries[1:]:
+        if (other.function, other.params) != (first.function, first.params):
+            raise CompileError(
+                f"kernel {first.name} compiled to different entry points for {first.target} "
+                f"({first.function}{list(first.params)}) and {other.target} "
+                f"({other.function}{list(other.params)})"
+            )

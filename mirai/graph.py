@@ -1,7 +1,7 @@
 """The data that flows between mirai's export stages: plain, frozen, picklable values.
 
 capture -> KernelGraph (per graph) + KernelSource (per kernel)
-compile -> CompiledKernel (per kernel and target)
+compile -> KernelBinaries (per kernel): a CompiledKernel per target
 render  -> files
 
 Sizes, strides, offsets and launch arguments are kept as strings of sympy expressions over the
@@ -132,6 +132,7 @@ class CompiledKernel:
     name: str
     function: str  # symbol of the entry in the module
     target: str  # e.g. "sm_90"
+    arch: str  # the PTX's .target: "sm_80", or "sm_90a" (arch-specific: runs on 9.0 only)
     ptx: str
     cubin: bytes = field(repr=False)
     params: tuple[tuple[str, str], ...]  # runtime parameters (name, triton type), in order
@@ -154,6 +155,32 @@ class CompiledKernel:
         data["cluster_dims"] = list(self.cluster_dims)
         return data
 
+    @property
+    def cc(self) -> int:
+        """The compute capability the binary is for, e.g. 90."""
+        return int(self.arch.removeprefix("sm_").rstrip("af"))
+
+    @property
+    def arch_specific(self) -> bool:
+        """True for "sm_90a"-style binaries: their cubin and PTX run on exactly that architecture."""
+        return not self.arch[-1].isdigit()
+
+
+@dataclass(frozen=True)
+class KernelBinaries:
+    """One kernel compiled for every target of a build, lowest architecture first."""
+
+    name: str
+    binaries: tuple[CompiledKernel, ...]
+
+    @property
+    def function(self) -> str:
+        return self.binaries[0].function
+
+    @property
+    def params(self) -> tuple[tuple[str, str], ...]:
+        return self.binaries[0].params
+
 
 @dataclass(frozen=True)
 class Capture:
@@ -170,7 +197,7 @@ class Capture:
     backward: KernelGraph | None = None
     saved: dict = field(default_factory=dict, hash=False)  # bwd input name -> fwd output index
     kernels: dict = field(default_factory=dict, hash=False)  # graph name -> {kernel: KernelSource}
-    target: str = "sm_90"
+    target: str = "sm_90"  # the device the capture was made for (see targets.capture_target)
     precision: str = "tf32"
     origin: str = ""  # "gpu:<device name>" or "gpuless:<target>"
     versions: dict = field(default_factory=dict, hash=False)

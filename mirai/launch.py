@@ -92,10 +92,27 @@ class GeneratedOp:
                 ctypes.c_size_t,
             ],
         )
+        self._binaries = _function(
+            lib,
+            f"mirai_{op}_binaries",
+            ctypes.c_int,
+            [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t],
+        )
         self.num_symbols = getattr(lib, f"mirai_{op}_num_symbols")()
         ranks = [len(i["sizes"]) for i in self.spec["inputs"]]
         ranks += [len(o["sizes"]) for o in self.spec["outputs"]]
         self.max_rank = max(ranks + [1])
+
+    def binaries(self, cc: int) -> dict[str, str | None]:
+        """What each kernel (by entry name) loads on a GPU of compute capability `cc` (e.g. 86):
+        "cubin sm_80", "PTX sm_80" (compiled by the driver), or None. Needs no GPU."""
+        text = ctypes.create_string_buffer(1 << 16)
+        self._binaries(int(cc), text, len(text))
+        choices = {}
+        for line in text.value.decode().splitlines():
+            name, _, choice = line.partition(": ")
+            choices[name] = None if choice.startswith("none") else choice
+        return choices
 
     def bind(self, inputs):
         n = len(self.spec["inputs"])
@@ -115,19 +132,21 @@ class GeneratedOp:
         return symbols
 
     def __call__(self, inputs, stream=None):
-        import torch
-
         for spec, t in zip(self.spec["inputs"], inputs):
             if str(t.dtype).replace("torch.", "") != spec["dtype"] or not t.is_cuda:
                 raise MiraiError(
                     f"{self.op}: input {spec['name']} must be a CUDA {spec['dtype']} tensor"
                 )
+            if t.device != inputs[0].device:
+                raise MiraiError(
+                    f"{self.op}: input {spec['name']} is on {t.device}, not with the others"
+                )
             if not t.is_contiguous():
                 raise MiraiError(f"{self.op}: input {spec['name']} must be contiguous")
         symbols = self.bind(inputs)
-        # Launch in the context of the inputs' device, as TensorFlow does for its GPU ops.
-        with torch.cuda.device(inputs[0].device):
-            return self._launch(inputs, symbols, stream, inputs[0].device)
+        # On the current stream of the inputs' device; the launch code makes that stream's device
+        # current itself, whatever device this thread has current.
+        return self._launch(inputs, symbols, stream, inputs[0].device)
 
     def _launch(self, inputs, symbols, stream, device):
         import torch

@@ -7,7 +7,7 @@ limits) read them, so they must match the GPU the op will run on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mirai.errors import MiraiError
 
@@ -78,3 +78,36 @@ def get_target(name: str) -> Target:
         raise MiraiError(
             f"unknown target {name!r}; known targets: {', '.join(sorted(TARGETS))}"
         ) from None
+
+
+def parse_targets(spec) -> tuple[Target, ...]:
+    """The targets of a build, lowest compute capability first, without repeats.
+
+    `spec` is one name ("sm_90"), a comma-separated list ("sm_80,sm_90"), a list of names, or
+    Targets.
+
+    >>> [t.name for t in parse_targets("sm_90, sm_80,sm_90")]
+    ['sm_80', 'sm_90']
+    """
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    found = {}
+    for item in items:
+        target = item if isinstance(item, Target) else get_target(str(item).strip())
+        found[target.name] = target
+    if not found:
+        raise MiraiError(f"no target named in {spec!r}; e.g. 'sm_90' or 'sm_80,sm_90'")
+    return tuple(sorted(found.values(), key=lambda t: t.cc))
+
+
+def capture_target(targets: tuple[Target, ...]) -> Target:
+    """The device a build for several targets is captured for: the lowest architecture, with the
+    smallest shared memory of them all, so that every kernel configuration Inductor picks fits each
+    target. Kernels are then compiled for every target from that one capture.
+
+    >>> t = capture_target(parse_targets("sm_80,sm_89"))
+    >>> (t.name, t.shared_memory_per_block_optin)
+    ('sm_80', 101376)
+    """
+    lowest = targets[0]
+    shared = min(t.shared_memory_per_block_optin for t in targets)
+    return replace(lowest, shared_memory_per_block_optin=shared)

@@ -51,15 +51,15 @@ def verify(op, samples, directory, batches=None, seed: int = 0) -> list[Row]:
     tol = TOLERANCE.get(manifest["precision"], 1e-2)
     dynamic = bool(manifest["symbols"])
     fn = GeneratedFunction(directory)
-    if not dynamic or not batches:
+    if not dynamic:
+        batches = [_built_batch(manifest)]  # a static build runs at the shapes it was built for
+    elif not batches:
         batches = [None]
     rows = []
     for batch in batches:
-        raw = (
-            samples(batch)
-            if callable(samples) and batch is not None
-            else (samples() if callable(samples) else samples)
-        )
+        raw = _samples_at(samples, batch)
+        if not dynamic:
+            _check_static_shapes(manifest, raw)
         g = torch.Generator(device="cuda").manual_seed(seed)
         inputs = []
         for t in raw:
@@ -90,6 +90,33 @@ def verify(op, samples, directory, batches=None, seed: int = 0) -> list[Row]:
             if got is not None and getattr(x, "grad", None) is not None:
                 rows.append(Row(size, f"grad {name}", _rel(got, x.grad), tol))
     return rows
+
+
+def _built_batch(manifest: dict) -> int | None:
+    sizes = manifest["inputs"][0]["sizes"] if manifest["inputs"] else []
+    return int(sizes[0]) if sizes else None
+
+
+def _samples_at(samples, batch):
+    """The sample inputs at `batch`: `samples` is a list, or a function of the batch size (or of
+    nothing, or with a default)."""
+    if not callable(samples):
+        return samples
+    if batch is None:
+        return samples()
+    try:
+        return samples(batch)
+    except TypeError as err:
+        if "positional argument" not in str(err):
+            raise
+        return samples()
+
+
+def _check_static_shapes(manifest: dict, inputs) -> None:
+    built = [[int(d) for d in i["sizes"]] for i in manifest["inputs"]]
+    given = [list(t.shape) for t in inputs]
+    if built != given:
+        raise MiraiError(f"this static build is for input shapes {built}; the samples give {given}")
 
 
 def _output_dtypes(fn):

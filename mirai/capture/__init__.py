@@ -16,7 +16,7 @@ import tempfile
 
 from mirai.errors import CaptureError, MiraiError
 from mirai.graph import Capture
-from mirai.targets import get_target
+from mirai.targets import Target, get_target
 
 
 def use_gpu(gpu: bool | None) -> bool:
@@ -34,7 +34,7 @@ def capture(
     op,
     sample_inputs,
     *,
-    target: str = "sm_90",
+    target: str | Target = "sm_90",
     dynamic=False,
     precision: str = "tf32",
     gpu: bool | None = None,
@@ -50,14 +50,14 @@ def capture(
     from mirai.capture.trace import trace
 
     found = versions.check()
-    tgt = get_target(target)
+    tgt = target if isinstance(target, Target) else get_target(target)
     traced = trace(op, cast_for_precision(sample_inputs, precision), dynamic)
     if use_gpu(gpu):
         from mirai.capture.core import capture_graphs
 
         result = capture_graphs(traced, tgt, precision, gpu=True, name=op.name)
     else:
-        result = _capture_in_worker(traced, tgt.name, precision, op.name, timeout)
+        result = _capture_in_worker(traced, tgt, precision, op.name, timeout)
     return _with_versions(result, found)
 
 
@@ -84,7 +84,9 @@ def _with_versions(result: Capture, found: dict) -> Capture:
     return dataclasses.replace(result, versions=dict(found))
 
 
-def _capture_in_worker(traced, target: str, precision: str, name: str, timeout: float) -> Capture:
+def _capture_in_worker(
+    traced, target: Target, precision: str, name: str, timeout: float
+) -> Capture:
     with tempfile.TemporaryDirectory(prefix="mirai-capture-") as tmp:
         request = os.path.join(tmp, "request.pkl")
         result_path = os.path.join(tmp, "result.pkl")

@@ -52,6 +52,8 @@ def inductor_settings(gpu: bool) -> dict:
                 "joint_graph_constant_folding": False,
                 "max_autotune_pointwise": False,
                 "triton.autotune_pointwise": False,
+                # Whether to pad a GEMM's shapes is decided by timing both on the device.
+                "shape_padding": False,
             }
         )
     return settings

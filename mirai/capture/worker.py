@@ -18,9 +18,8 @@ def main(argv: list[str]) -> int:
         request = pickle.load(f)
     try:
         from mirai.capture import gpuless
-        from mirai.targets import get_target
 
-        target = get_target(request["target"])
+        target = request["target"]  # a mirai.targets.Target
         gpuless.activate(target)
         from mirai.capture.core import capture_graphs
 
@@ -30,14 +29,20 @@ def main(argv: list[str]) -> int:
             )
         }
     except Exception as err:  # reported to the parent, which raises it with this context
+        message = f"{type(err).__name__}: {_shorten(str(err))}"
         result = {
             "error": err if _picklable(err) else None,
-            "message": f"{type(err).__name__}: {err}",
-            "traceback": traceback.format_exc(),
+            "message": message,
+            "traceback": "".join(traceback.format_tb(err.__traceback__)) + message,
         }
     with open(result_path, "wb") as f:
         pickle.dump(result, f)
     return 0
+
+
+def _shorten(message: str, limit: int = 1500) -> str:
+    """Torch's dispatcher errors list every backend; the first lines say what went wrong."""
+    return message if len(message) <= limit else message[:limit] + " [...]"
 
 
 def _picklable(err) -> bool:

@@ -26,7 +26,11 @@ def register(sub) -> None:
     p.add_argument(
         "--output-dir", "-o", default="generated", help="where to write (default: generated)"
     )
-    p.add_argument("--target", default=None, help="GPU architecture, e.g. sm_90 (default: sm_90)")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="GPU architectures, e.g. sm_90 or sm_80,sm_90: a cubin for each (default: sm_90)",
+    )
     p.add_argument(
         "--precision",
         default=None,

@@ -6,7 +6,8 @@
       PffnFwd_capi.cc ...              a C interface over the launch code (GPU tests, benchmarks)
       mirai_runtime.h                  CUDA driver loading, kernel cache, launch helpers
       build.sh  pffn_api.py  manifest.json
-      tf32/PffnFwd/<kernel>.{ptx,cubin,json}
+      tf32/PffnFwd/<kernel>.py         Inductor's source of each kernel
+      tf32/PffnFwd/sm_90/<kernel>.{ptx,cubin,json}   its binaries and metadata, per target
 
 The same inputs give byte-identical files.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import jinja2
 
 from mirai.errors import MiraiError
-from mirai.graph import Capture, CompiledKernel
+from mirai.graph import Capture, KernelBinaries
 from mirai.render.plan import plan_backward, plan_forward
 from mirai.symbolic import free_symbols
 
@@ -60,21 +61,29 @@ def _ptx_literal(ptx: str) -> str:
 def _kernel_entries(kernels: dict, sources: dict) -> list[dict]:
     entries = []
     for name in sorted(kernels):
-        k: CompiledKernel = kernels[name]
+        k: KernelBinaries = kernels[name]
+        binaries = [
+            {
+                "arch": b.cc,
+                "arch_name": b.arch,
+                "arch_specific": b.arch_specific,
+                "num_warps": b.num_warps,
+                "shared": b.shared,
+                "global_scratch_size": b.global_scratch_size,
+                "global_scratch_align": b.global_scratch_align,
+                "profile_scratch_size": b.profile_scratch_size,
+                "profile_scratch_align": b.profile_scratch_align,
+                "cubin_size": len(b.cubin),
+                "cubin_hex": _cubin_hex(b.cubin),
+                "ptx_literal": _ptx_literal(b.ptx),
+            }
+            for b in k.binaries
+        ]
         entries.append(
             {
                 "name": name,
                 "function": k.function,
-                "arch": int(k.target.split("_")[1].rstrip("a")),
-                "num_warps": k.num_warps,
-                "shared": k.shared,
-                "global_scratch_size": k.global_scratch_size,
-                "global_scratch_align": k.global_scratch_align,
-                "profile_scratch_size": k.profile_scratch_size,
-                "profile_scratch_align": k.profile_scratch_align,
-                "cubin_size": len(k.cubin),
-                "cubin_hex": _cubin_hex(k.cubin),
-                "ptx_literal": _ptx_literal(k.ptx),
+                "binaries": binaries,
                 "config": json.dumps(sources[name].config, sort_keys=True),
             }
         )
@@ -92,13 +101,17 @@ def _annotate_shapes(plan: dict) -> None:
     )
 
 
-def render(capture: Capture, compiled: dict, output_dir: str | os.PathLike) -> list[Path]:
-    """Write the generated files for `capture`; return their paths (sorted)."""
+def render(
+    capture: Capture, compiled: dict, output_dir: str | os.PathLike, targets=None
+) -> list[Path]:
+    """Write the generated files for `capture` and its kernels compiled for `targets` (default: the
+    capture's target); return their paths (sorted)."""
     from mirai import __version__
 
     out = Path(output_dir)
     env = _environment()
-    common = {"version": __version__, "target": capture.target, "precision": capture.precision}
+    targets = list(targets or [capture.target])
+    common = {"version": __version__, "targets": targets, "precision": capture.precision}
     fwd, residuals = plan_forward(capture, compiled["forward"])
     ops = [("forward", fwd)]
     bwd = None
@@ -135,20 +148,23 @@ def render(capture: Capture, compiled: dict, output_dir: str | os.PathLike) -> l
         files[f"{name}_capi.cc"] = env.get_template("capi.cc.j2").render(**ctx)
         for kname, k in sorted(compiled[graph].items()):
             folder = f"{capture.precision}/{name}"
-            files[f"{folder}/{kname}.ptx"] = k.ptx
-            files[f"{folder}/{kname}.cubin"] = k.cubin
-            meta = k.metadata()
             source = capture.kernels[graph][kname]
-            meta.update(config=source.config, config_origin=source.config_origin)
-            files[f"{folder}/{kname}.json"] = json.dumps(meta, indent=2, sort_keys=True) + "\n"
             files[f"{folder}/{kname}.py"] = source.source
+            for b in k.binaries:
+                files[f"{folder}/{b.target}/{kname}.ptx"] = b.ptx
+                files[f"{folder}/{b.target}/{kname}.cubin"] = b.cubin
+                meta = b.metadata()
+                meta.update(config=source.config, config_origin=source.config_origin)
+                files[f"{folder}/{b.target}/{kname}.json"] = (
+                    json.dumps(meta, indent=2, sort_keys=True) + "\n"
+                )
     snake = py_op_name(capture.name)
     files["build.sh"] = env.get_template("build.sh.j2").render(
         **common, name=capture.name, ops=[p["op_name"] for _, p in ops]
     )
     files[f"{snake}_api.py"] = _render_api(env, common, capture, fwd, bwd, snake)
     files["manifest.json"] = (
-        json.dumps(_manifest(capture, compiled, ops), indent=2, sort_keys=True) + "\n"
+        json.dumps(_manifest(capture, compiled, ops, targets), indent=2, sort_keys=True) + "\n"
     )
 
     written = []
@@ -203,13 +219,14 @@ def _render_api(env, common, capture: Capture, fwd: dict, bwd: dict | None, snak
     )
 
 
-def _manifest(capture: Capture, compiled: dict, ops) -> dict:
+def _manifest(capture: Capture, compiled: dict, ops, targets: list[str]) -> dict:
     from mirai import __version__
 
     return {
         "mirai": __version__,
         "name": capture.name,
-        "target": capture.target,
+        "targets": targets,
+        "capture_target": capture.target,
         "precision": capture.precision,
         "origin": capture.origin,
         "versions": capture.versions,
@@ -250,8 +267,10 @@ def _manifest(capture: Capture, compiled: dict, ops) -> dict:
                 "kernels": {
                     name: {
                         "function": k.function,
-                        "num_warps": k.num_warps,
-                        "shared": k.shared,
+                        "binaries": {
+                            b.target: {"arch": b.arch, "num_warps": b.num_warps, "shared": b.shared}
+                            for b in k.binaries
+                        },
                         "config": capture.kernels[graph][name].config,
                         "config_origin": capture.kernels[graph][name].config_origin,
                     }

@@ -248,10 +248,13 @@ class _OpBuilder:
 
 
 def _check_launchable(kernel) -> None:
-    if kernel.num_ctas != 1 or tuple(kernel.cluster_dims) not in ((1, 1, 1), (0, 0, 0)):
-        raise UnsupportedError(f"kernel {kernel.name} uses thread-block clusters")
-    if kernel.launch_cooperative_grid or kernel.launch_pdl:
-        raise UnsupportedError(f"kernel {kernel.name} needs a cooperative or PDL launch")
+    for b in kernel.binaries:
+        if b.num_ctas != 1 or tuple(b.cluster_dims) not in ((1, 1, 1), (0, 0, 0)):
+            raise UnsupportedError(f"kernel {b.name} uses thread-block clusters on {b.target}")
+        if b.launch_cooperative_grid or b.launch_pdl:
+            raise UnsupportedError(
+                f"kernel {b.name} needs a cooperative or PDL launch on {b.target}"
+            )
 
 
 def _output_buffers(graph: KernelGraph, views, builder: _OpBuilder, first_output: int):

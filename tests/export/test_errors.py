@@ -97,7 +97,7 @@ def test_ptx_version_and_ptxas_options(tmp_path):
     mirai.build(
         twice, [torch.ones(64)], output_dir=tmp_path, ptx_version=80, ptxas=ptxas, progress=False
     )
-    ptx = next((tmp_path / "tf32" / "TwiceFwd").glob("*.ptx")).read_text()
+    ptx = next((tmp_path / "tf32" / "TwiceFwd" / "sm_90").glob("*.ptx")).read_text()
     assert ".version 8.0" in ptx
     with pytest.raises(MiraiError, match=r"ptxas '/nonexistent/ptxas' is not an executable file"):
         mirai.build(

@@ -28,14 +28,16 @@ def test_generated_folder_matches_the_contract(pffn_static):
     ]:
         assert required in names, required
     manifest = json.loads((pffn_static / "manifest.json").read_text())
-    assert manifest["target"] == "sm_90" and manifest["precision"] == "tf32"
-    assert manifest["origin"] == "gpuless:sm_90"
+    assert manifest["targets"] == ["sm_90"] and manifest["precision"] == "tf32"
+    assert manifest["capture_target"] == "sm_90" and manifest["origin"] == "gpuless:sm_90"
     assert manifest["versions"]["torch"].startswith("2.13")
     for op in ("PffnFwd", "PffnBwd"):
         kernels = manifest["ops"][op]["kernels"]
         assert kernels, op
         for name in kernels:
-            folder = pffn_static / "tf32" / op
+            assert list(kernels[name]["binaries"]) == ["sm_90"]
+            assert "@triton.jit" in (pffn_static / "tf32" / op / f"{name}.py").read_text()
+            folder = pffn_static / "tf32" / op / "sm_90"
             ptx = (folder / f"{name}.ptx").read_text()
             assert ".target sm_90a" in ptx and f".entry {kernels[name]['function']}" in ptx
             assert (folder / f"{name}.cubin").read_bytes()[:4] == b"\x7fELF"

@@ -141,3 +141,13 @@ def test_cli_verify_needs_a_gpu(suite_builds):
     else:
         assert result.returncode == 2
         assert "needs a CUDA GPU" in result.stderr
+
+
+def test_a_matmul_at_an_unaligned_batch_builds_gpu_less(tmp_path):
+    # Inductor decides whether to pad a GEMM's shapes by timing both on the device; GPU-less capture
+    # has none, so it keeps the shapes (here M = 3).
+    fn, samples, _ = SUITE["mlp"]
+    result = mirai.build(fn, samples(3), output_dir=tmp_path, gpu=False, progress=False)
+    assert result.ops == ["MlpBwd", "MlpFwd"]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["outputs"][0]["sizes"] == ["3", "32"]

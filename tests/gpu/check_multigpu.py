@@ -6,6 +6,8 @@
 What it checks, against eager PyTorch on the same device:
 - every visible device, one at a time, static and dynamic builds, with inputs that exist only on that
   device (a kernel launched on another device would fault or compute garbage);
+- with two or more GPUs, device 1's inputs while device 0 is the thread's current device (the launch
+  code switches to the device of its stream, as under a framework that does not);
 - two threads, each on its own stream, at once: on devices 0 and 1 when there are two GPUs, else two
   streams of device 0 (the per-context kernel cache under concurrency);
 - with two or more GPUs, device 1 again from fresh processes with CUDA_VISIBLE_DEVICES unset, "1" and
@@ -29,8 +31,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 
-def check_on(device: int, directory: Path, batch: int, stream=None, seed: int = 0) -> float:
-    """Max relative error (output and gradients) of the generated code against eager on `device`."""
+def check_on(
+    device: int, directory: Path, batch: int, stream=None, seed: int = 0, current=None
+) -> float:
+    """Max relative error (output and gradients) of the generated code against eager on `device`.
+
+    With `current`, that other device is the thread's current one during the launches (the op runs
+    on the current stream of its inputs' device, so it must switch to that device itself)."""
+    import contextlib
+
     import torch
 
     import pffn as example
@@ -44,8 +53,15 @@ def check_on(device: int, directory: Path, batch: int, stream=None, seed: int = 
         for t in example.sample_inputs(batch)
     ]
     grad = torch.randn(batch, example.E, example.D, device=dev, generator=g)
-    with torch.cuda.device(dev), torch.cuda.stream(stream or torch.cuda.current_stream(dev)):
+    if current is None:
+        scope = contextlib.ExitStack()
+        scope.enter_context(torch.cuda.device(dev))
+        scope.enter_context(torch.cuda.stream(stream or torch.cuda.current_stream(dev)))
+    else:
+        scope = torch.cuda.device(current)
+    with scope:
         outputs, grads = fn.forward_backward(inputs, [grad])
+        assert current is None or torch.cuda.current_device() == current
         assert all(t.device == dev for t in outputs + grads)
         x = [t.detach().double().requires_grad_(True) for t in inputs]
         y = example.pffn.fn(*x)
@@ -119,6 +135,10 @@ def main(argv=None) -> int:
             err = check_on(device, args.builds / build, batch)
             ok &= err <= tol
             lines.append(f"- device {device}, {build} build, B={batch}: max rel err {err:.2e}")
+    if count >= 2:
+        err = check_on(1, args.builds / "dynamic", 2000, current=0)
+        ok &= err <= tol
+        lines.append(f"- device 1 while device 0 is current, dynamic build, B=2000: {err:.2e}")
     pair = [0, 1] if count >= 2 else [0, 0]
     errs = two_at_once(pair, args.builds / "dynamic", 2000)
     ok &= max(errs) <= tol

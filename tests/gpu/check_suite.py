@@ -1,0 +1,258 @@
+"""GPU check of the export breadth: every function of examples/suite.py, verified like `mirai verify`.
+
+On a CUDA machine (one command, from the repository root):
+
+    python tests/gpu/check_suite.py                     # build on this GPU, then verify
+    python tests/gpu/check_suite.py --builds gpuless/   # verify builds made elsewhere (GPU-less)
+
+On a machine without a GPU, make those builds to carry over:
+
+    python tests/gpu/check_suite.py --prepare gpuless/
+
+Each function is built static at every batch size of --batches and dynamic once; a GPU-less
+preparation also adds a dynamic build for --ptx-target alone, whose cubins do not fit a newer GPU, so
+the driver compiles its PTX (the fallback path). Every build is run through the generated launch code
+(forward and every gradient) against the function in float64 PyTorch (`mirai.verify`): static builds
+at their own shapes, dynamic ones at every batch size. The table records which binary each build's
+kernels loaded on this GPU. Wrong shapes are checked to come back as InvalidArgument. Results go to
+--results as JSON and Markdown; exit status 1 if any error exceeds its precision's tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+
+
+def builds_to_make(batches, targets: str, ptx_target: str | None, functions=None):
+    """(function, kind, output folder name, batch, dynamic, target) for every build."""
+    from suite import SUITE
+
+    for name in functions or SUITE:
+        for batch in batches:
+            yield name, "static", f"{name}/static-B{batch}", batch, False, targets
+        yield name, "dynamic", f"{name}/dynamic", batches[-1], True, targets
+        if ptx_target:
+            yield name, f"dynamic, {ptx_target} only", f"{name}/ptx", batches[-1], True, ptx_target
+
+
+def make_builds(out: Path, batches, targets: str, ptx_target, gpu: bool, functions=None) -> None:
+    import mirai
+    from suite import SUITE
+
+    for name, kind, folder, batch, dynamic, target in builds_to_make(
+        batches, targets, ptx_target, functions
+    ):
+        fn, samples, _ = SUITE[name]
+        t = time.perf_counter()
+        mirai.build(
+            fn,
+            samples(batch),
+            output_dir=out / folder,
+            dynamic=dynamic,
+            target=target,
+            gpu=gpu,
+            progress=False,
+        )
+        print(f"built {folder} ({kind}) in {time.perf_counter() - t:.1f}s", flush=True)
+
+
+def loaded_binaries(directory: Path, cc: int) -> str:
+    """What this GPU loads for the build's kernels, e.g. "cubin sm_90a" or "PTX sm_80"."""
+    from mirai.launch import GeneratedFunction
+
+    fn = GeneratedFunction(directory)
+    ops = [fn.forward] + ([fn.backward] if fn.backward is not None else [])
+    choices = {c or "none" for op in ops for c in op.binaries(cc).values()}
+    return ", ".join(sorted(choices))
+
+
+def bad_inputs(directory: Path, samples, batch: int, dynamic: bool) -> dict:
+    """Wrong rank and wrong sizes must come back as InvalidArgument (code 1), never a crash."""
+    import torch
+
+    from mirai.launch import GeneratedFunction, OpError
+
+    fn = GeneratedFunction(directory)
+    good = [t.to("cuda") for t in samples(batch)]
+    first = good[0]
+    cases = {
+        "wrong rank": [first[0]] + good[1:],
+        "wrong inner dim": [torch.cat([first, first[:, :1]], dim=1)] + good[1:],
+    }
+    if dynamic:
+        cases["batch 1 (built for >= 2)"] = [first[:1]] + good[1:]
+    else:
+        cases["wrong batch"] = [first[: batch // 2]] + good[1:]
+    seen = {}
+    for case, inputs in cases.items():
+        try:
+            fn([t.contiguous() for t in inputs])
+            seen[case] = "accepted"
+        except OpError as err:
+            seen[case] = f"code {err.code}: {err}"
+    torch.cuda.synchronize()
+    return seen
+
+
+def build_interfaces(folders) -> None:
+    """Compile every op's C interface up front, in parallel (g++ per op; no GPU involved)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirai.launch import build_capi
+
+    jobs = [
+        (folder, op)
+        for folder in folders
+        for op in json.loads((folder / "manifest.json").read_text())["ops"]
+    ]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        list(pool.map(lambda job: build_capi(*job), jobs))
+
+
+def verify_builds(root: Path, batches, targets: str, ptx_target, functions=None) -> dict:
+    import torch
+
+    from mirai.verify import verify
+    from suite import SUITE
+
+    major, minor = torch.cuda.get_device_capability()
+    cc = major * 10 + minor
+    plan = list(builds_to_make(batches, targets, ptx_target, functions))
+    build_interfaces([root / b[2] for b in plan if (root / b[2]).exists()])
+    results = []
+    for name, kind, folder, batch, dynamic, _ in plan:
+        directory = root / folder
+        if not directory.exists():
+            continue
+        fn, samples, _ = SUITE[name]
+        t = time.perf_counter()
+        rows = verify(fn, samples, directory, batches=batches if dynamic else None)
+        manifest = json.loads((directory / "manifest.json").read_text())
+        result = {
+            "function": name,
+            "build": kind,
+            "targets": manifest["targets"],
+            "origin": manifest["origin"],
+            "precision": manifest["precision"],
+            "loaded": loaded_binaries(directory, cc),
+            "rows": [
+                {"batch": r.batch, "tensor": r.name, "error": r.error, "tolerance": r.tolerance}
+                for r in rows
+            ],
+            "ok": all(r.ok for r in rows),
+            "seconds": round(time.perf_counter() - t, 2),
+        }
+        if kind in ("dynamic", "static") and batch == batches[-1]:
+            result["bad_inputs"] = bad_inputs(directory, samples, batch, dynamic)
+            result["ok"] = result["ok"] and all(
+                v.startswith("code 1:") for v in result["bad_inputs"].values()
+            )
+        results.append(result)
+        worst = max((r["error"] for r in result["rows"]), default=0.0)
+        print(
+            f"{'ok ' if result['ok'] else 'BAD'} {folder:32} {kind:22} {result['loaded']:28} "
+            f"max rel err {worst:.2e}",
+            flush=True,
+        )
+    return {
+        "device": torch.cuda.get_device_name(),
+        "compute_capability": f"{major}.{minor}",
+        "torch": torch.__version__,
+        "triton": __import__("triton").__version__,
+        "python": platform.python_version(),
+        "batches": batches,
+        "results": results,
+    }
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# GPU check: examples/suite.py through the generated launch code",
+        "",
+        f"Device: {report['device']} (compute capability {report['compute_capability']}), "
+        f"torch {report['torch']}, triton {report['triton']}. Command: "
+        "`python tests/gpu/check_suite.py --builds <GPU-less builds>`.",
+        "",
+        "Relative error by norm against the function in float64 PyTorch, over the forward outputs "
+        "and every gradient; static builds at their own batch, dynamic builds at every batch size.",
+        "",
+        "| function | build | targets | loaded on this GPU | batches | tensors | max rel err "
+        "| tolerance | ok |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        batches = sorted({row["batch"] for row in r["rows"]})
+        tensors = len({row["tensor"] for row in r["rows"]})
+        worst = max((row["error"] for row in r["rows"]), default=0.0)
+        tol = r["rows"][0]["tolerance"] if r["rows"] else ""
+        lines.append(
+            f"| {r['function']} | {r['build']} | {', '.join(r['targets'])} | {r['loaded']} | "
+            f"{', '.join(map(str, batches))} | {tensors} | {worst:.2e} | {tol} | "
+            f"{'yes' if r['ok'] else 'NO'} |"
+        )
+    bad = [r for r in report["results"] if "bad_inputs" in r]
+    if bad:
+        lines += ["", "Wrong inputs (each must be InvalidArgument, code 1):", ""]
+        lines += ["| function | build | case | result |", "|---|---|---|---|"]
+        for r in bad:
+            for case, text in r["bad_inputs"].items():
+                lines.append(f"| {r['function']} | {r['build']} | {case} | {text} |")
+    passed = sum(r["ok"] for r in report["results"])
+    lines += ["", f"{passed} of {len(report['results'])} builds pass.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="3,40,1037", help="batch sizes (static and dynamic)")
+    parser.add_argument("--targets", default="sm_80,sm_90", help="targets of GPU-less builds")
+    parser.add_argument(
+        "--ptx-target", default="sm_80", help="a target whose PTX this GPU must JIT ('' for none)"
+    )
+    parser.add_argument("--functions", default="", help="suite entries to check (default: all)")
+    parser.add_argument("--prepare", type=Path, help="only make GPU-less builds into this folder")
+    parser.add_argument("--builds", type=Path, help="verify the builds in this folder")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-suite-check"))
+    parser.add_argument(
+        "--results", type=Path, default=ROOT / "tests" / "gpu" / "results" / "check_suite"
+    )
+    args = parser.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    functions = [f.strip() for f in args.functions.split(",") if f.strip()] or None
+    unknown = set(functions or []) - set(__import__("suite").SUITE)
+    if unknown:
+        parser.error(f"not in examples/suite.py: {', '.join(sorted(unknown))}")
+    if args.prepare:
+        make_builds(args.prepare, batches, args.targets, args.ptx_target or None, False, functions)
+        return 0
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("check_suite: no CUDA device; use --prepare without a GPU", file=sys.stderr)
+        return 2
+    if args.builds is None:
+        major, minor = torch.cuda.get_device_capability()
+        args.targets, args.ptx_target = f"sm_{major}{minor}", None
+        make_builds(args.work, batches, args.targets, None, True, functions)
+        args.builds = args.work
+    report = verify_builds(args.builds, batches, args.targets, args.ptx_target or None, functions)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    args.results.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    return 0 if report["results"] and all(r["ok"] for r in report["results"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
