@@ -132,6 +132,8 @@ class GeneratedOp:
         return symbols
 
     def __call__(self, inputs, stream=None):
+        import torch
+
         for spec, t in zip(self.spec["inputs"], inputs):
             if str(t.dtype).replace("torch.", "") != spec["dtype"] or not t.is_cuda:
                 raise MiraiError(
@@ -144,9 +146,16 @@ class GeneratedOp:
             if not t.is_contiguous():
                 raise MiraiError(f"{self.op}: input {spec['name']} must be contiguous")
         symbols = self.bind(inputs)
-        # On the current stream of the inputs' device; the launch code makes that stream's device
-        # current itself, whatever device this thread has current.
-        return self._launch(inputs, symbols, stream, inputs[0].device)
+        device = inputs[0].device
+        if stream is None:
+            stream = torch.cuda.current_stream(device).cuda_stream
+        if stream == 0:
+            # torch's default stream is the legacy NULL stream: the current device's, so make the
+            # inputs' device current (as a framework with its own streams never needs to)
+            with torch.cuda.device(device):
+                return self._launch(inputs, symbols, stream, device)
+        # The launch code runs on the device of its stream, whatever this thread has current.
+        return self._launch(inputs, symbols, stream, device)
 
     def _launch(self, inputs, symbols, stream, device):
         import torch
@@ -166,8 +175,6 @@ class GeneratedOp:
             outputs.append(torch.empty(shape, dtype=getattr(torch, out["dtype"]), device=device))
         in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[t.data_ptr() for t in inputs])
         out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[t.data_ptr() for t in outputs])
-        if stream is None:
-            stream = torch.cuda.current_stream(device).cuda_stream
         err = ctypes.create_string_buffer(2048)
         callback = ALLOCATE(allocate)
         code = self._run(

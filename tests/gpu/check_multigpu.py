@@ -6,12 +6,13 @@
 What it checks, against eager PyTorch on the same device:
 - every visible device, one at a time, static and dynamic builds, with inputs that exist only on that
   device (a kernel launched on another device would fault or compute garbage);
-- with two or more GPUs, device 1's inputs while device 0 is the thread's current device (the launch
-  code switches to the device of its stream, as under a framework that does not);
+- with two or more GPUs, device 1's inputs on a stream of device 1 while device 0 is the thread's
+  current device (the launch code switches to the device of its stream itself);
 - two threads, each on its own stream, at once: on devices 0 and 1 when there are two GPUs, else two
   streams of device 0 (the per-context kernel cache under concurrency);
 - with two or more GPUs, device 1 again from fresh processes with CUDA_VISIBLE_DEVICES unset, "1" and
-  "1,0" (so the op's device is not the process's first device).
+  "1,0" (so the op's device is not the process's first device), and once more with device 0 current
+  when the kernels first load on device 1.
 
 With one GPU the multi-device parts are reported as not run. Results go to --results (JSON, Markdown).
 """
@@ -53,21 +54,30 @@ def check_on(
         for t in example.sample_inputs(batch)
     ]
     grad = torch.randn(batch, example.E, example.D, device=dev, generator=g)
+    if stream is None:
+        # with `current`: a stream of its own on `device` (torch's default is the NULL stream)
+        stream = (
+            torch.cuda.Stream(device=dev) if current is not None else torch.cuda.current_stream(dev)
+        )
+    stream.wait_stream(torch.cuda.current_stream(dev))  # the inputs are ready
+    scope = contextlib.ExitStack()
     if current is None:
-        scope = contextlib.ExitStack()
         scope.enter_context(torch.cuda.device(dev))
-        scope.enter_context(torch.cuda.stream(stream or torch.cuda.current_stream(dev)))
-    else:
-        scope = torch.cuda.device(current)
+        scope.enter_context(torch.cuda.stream(stream))
+    else:  # the stream is current on `device` while `current` is the current device
+        scope.enter_context(torch.cuda.stream(stream))
+        scope.enter_context(torch.cuda.device(current))
     with scope:
         outputs, grads = fn.forward_backward(inputs, [grad])
         assert current is None or torch.cuda.current_device() == current
+        assert current is None or torch.cuda.current_stream(dev).cuda_stream != 0
         assert all(t.device == dev for t in outputs + grads)
         x = [t.detach().double().requires_grad_(True) for t in inputs]
         y = example.pffn.fn(*x)
         y.backward(grad.double())
         ref = [y.detach()] + [t.grad for t in x]
-    torch.cuda.synchronize(dev)
+    for d in range(torch.cuda.device_count()):  # a fault anywhere is this case's
+        torch.cuda.synchronize(d)
     errs = [float((a.double() - b).norm() / b.norm()) for a, b in zip(outputs + grads, ref)]
     return max(errs)
 
@@ -99,7 +109,7 @@ def two_at_once(devices, directory: Path, batch: int, rounds: int = 20) -> list[
 
 def child(args) -> int:
     """Run in a fresh process: check logical device `--device` and print the error as JSON."""
-    err = check_on(args.device, args.builds / "B64", 64)
+    err = check_on(args.device, args.builds / "B64", 64, current=args.current)
     print(
         json.dumps(
             {
@@ -118,6 +128,7 @@ def main(argv=None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--device", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--current", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
@@ -130,25 +141,36 @@ def main(argv=None) -> int:
         return 2
     tol = 1e-2
     lines, ok = [], True
+
+    def note(text: str) -> None:  # printed as it happens, so a crash shows how far it got
+        lines.append(text)
+        print(text, flush=True)
+
     for device in range(count):
         for build, batch in (("B64", 64), ("dynamic", 64), ("dynamic", 2000)):
             err = check_on(device, args.builds / build, batch)
             ok &= err <= tol
-            lines.append(f"- device {device}, {build} build, B={batch}: max rel err {err:.2e}")
+            note(f"- device {device}, {build} build, B={batch}: max rel err {err:.2e}")
     if count >= 2:
         err = check_on(1, args.builds / "dynamic", 2000, current=0)
         ok &= err <= tol
-        lines.append(f"- device 1 while device 0 is current, dynamic build, B=2000: {err:.2e}")
+        note(f"- device 1 while device 0 is current, dynamic build, B=2000: {err:.2e}")
     pair = [0, 1] if count >= 2 else [0, 0]
     errs = two_at_once(pair, args.builds / "dynamic", 2000)
     ok &= max(errs) <= tol
     where = "devices 0 and 1" if count >= 2 else "two streams of device 0 (one GPU)"
-    lines.append(
+    note(
         f"- two threads at once on {where}, 20 rounds each: max rel err "
         + ", ".join(f"{e:.2e}" for e in errs)
     )
     if count >= 2:
-        for visible, device in ((None, 1), ("1", 0), ("1,0", 0)):
+        # the last: the kernels' first load on device 1 happens while device 0 is current
+        for visible, device, current in (
+            (None, 1, None),
+            ("1", 0, None),
+            ("1,0", 0, None),
+            (None, 1, 0),
+        ):
             env = dict(os.environ)
             env.pop("CUDA_VISIBLE_DEVICES", None)
             if visible is not None:
@@ -162,24 +184,25 @@ def main(argv=None) -> int:
                     str(args.builds),
                     "--device",
                     str(device),
-                ],
+                ]
+                + (["--current", str(current)] if current is not None else []),
                 env=env,
                 capture_output=True,
                 text=True,
                 timeout=600,
             )
+            case = f"CUDA_VISIBLE_DEVICES={visible}, physical device 1" + (
+                f", fresh process, device {current} current" if current is not None else ""
+            )
             if out.returncode != 0:
                 ok = False
-                lines.append(f"- CUDA_VISIBLE_DEVICES={visible}: FAILED {out.stderr[-500:]}")
+                note(f"- {case}: FAILED {out.stderr[-500:]}")
                 continue
             seen = json.loads(out.stdout.strip().splitlines()[-1])
             ok &= seen["max_err"] <= tol
-            lines.append(
-                f"- CUDA_VISIBLE_DEVICES={visible}, physical device 1: max rel err "
-                f"{seen['max_err']:.2e}"
-            )
+            note(f"- {case}: max rel err {seen['max_err']:.2e}")
     else:
-        lines.append("- device 1 with CUDA_VISIBLE_DEVICES unset, 1 and 1,0: not run (one GPU)")
+        note("- device 1 with CUDA_VISIBLE_DEVICES unset, 1 and 1,0: not run (one GPU)")
     text = (
         f"# Multi-GPU check\n\n{count} x {torch.cuda.get_device_name()}, torch "
         f"{torch.__version__}; tolerance {tol:g}: {'PASSED' if ok else 'FAILED'}\n\n"

@@ -143,6 +143,7 @@ def verify_builds(root: Path, batches, targets: str, ptx_target, functions=None)
             "build": kind,
             "targets": manifest["targets"],
             "origin": manifest["origin"],
+            "built_with": ", ".join(f"{k} {v}" for k, v in sorted(manifest["versions"].items())),
             "precision": manifest["precision"],
             "loaded": loaded_binaries(directory, cc),
             "rows": [
@@ -185,6 +186,10 @@ def markdown(report: dict) -> str:
         "",
         "Relative error by norm against the function in float64 PyTorch, over the forward outputs "
         "and every gradient; static builds at their own batch, dynamic builds at every batch size.",
+        "",
+        "Builds captured "
+        + "; ".join(sorted({f"{r['origin']} with {r['built_with']}" for r in report["results"]}))
+        + ".",
         "",
         "| function | build | targets | loaded on this GPU | batches | tensors | max rel err "
         "| tolerance | ok |",
