@@ -62,12 +62,14 @@ def verify(op, samples, directory, batches=None, seed: int = 0) -> list[Row]:
             _check_static_shapes(manifest, raw)
         g = torch.Generator(device="cuda").manual_seed(seed)
         inputs = []
-        for t in raw:
+        for t, spec in zip(raw, manifest["inputs"]):
             t = t.detach().to("cuda").contiguous()
             if t.is_floating_point():
-                t = torch.randn(t.shape, device="cuda", generator=g, dtype=t.dtype) * (
-                    t.float().std() if t.numel() > 1 else 1
-                ).to(t.dtype)
+                # random values of the samples' scale, in the dtype the ops were built for (an
+                # fp16/bf16 build takes its floating inputs in that dtype)
+                dtype = getattr(torch, spec["dtype"])
+                scale = float(t.float().std()) if t.numel() > 1 else 1.0
+                t = (torch.randn(t.shape, device="cuda", generator=g) * scale).to(dtype)
             inputs.append(t)
         size = int(inputs[0].shape[0]) if inputs[0].dim() else 1
         x64 = [t.double().requires_grad_(True) if t.is_floating_point() else t for t in inputs]

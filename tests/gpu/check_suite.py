@@ -25,6 +25,7 @@ import json
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,25 +33,37 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 
-def builds_to_make(batches, targets: str, ptx_target: str | None, functions=None):
-    """(function, kind, output folder name, batch, dynamic, target) for every build."""
-    from suite import SUITE
+@dataclass
+class Plan:
+    """Which builds to make or verify."""
 
-    for name in functions or SUITE:
-        for batch in batches:
-            yield name, "static", f"{name}/static-B{batch}", batch, False, targets
-        yield name, "dynamic", f"{name}/dynamic", batches[-1], True, targets
-        if ptx_target:
-            yield name, f"dynamic, {ptx_target} only", f"{name}/ptx", batches[-1], True, ptx_target
+    batches: list[int]
+    targets: str = "sm_80,sm_90"
+    ptx_target: str | None = "sm_80"
+    functions: list[str] | None = None  # default: the whole suite
+    precision: str = "tf32"
+    dynamic_only: bool = False
+
+    def builds(self):
+        """(function, kind, output folder name, batch, dynamic, target) for every build."""
+        from suite import SUITE
+
+        last = self.batches[-1]
+        for name in self.functions or SUITE:
+            if not self.dynamic_only:
+                for batch in self.batches:
+                    yield name, "static", f"{name}/static-B{batch}", batch, False, self.targets
+            yield name, "dynamic", f"{name}/dynamic", last, True, self.targets
+            if self.ptx_target:
+                kind = f"dynamic, {self.ptx_target} only"
+                yield name, kind, f"{name}/ptx", last, True, self.ptx_target
 
 
-def make_builds(out: Path, batches, targets: str, ptx_target, gpu: bool, functions=None) -> None:
+def make_builds(out: Path, plan: Plan, gpu: bool) -> None:
     import mirai
     from suite import SUITE
 
-    for name, kind, folder, batch, dynamic, target in builds_to_make(
-        batches, targets, ptx_target, functions
-    ):
+    for name, kind, folder, batch, dynamic, target in plan.builds():
         fn, samples, _ = SUITE[name]
         t = time.perf_counter()
         mirai.build(
@@ -59,6 +72,7 @@ def make_builds(out: Path, batches, targets: str, ptx_target, gpu: bool, functio
             output_dir=out / folder,
             dynamic=dynamic,
             target=target,
+            precision=plan.precision,
             gpu=gpu,
             progress=False,
         )
@@ -82,7 +96,8 @@ def bad_inputs(directory: Path, samples, batch: int, dynamic: bool) -> dict:
     from mirai.launch import GeneratedFunction, OpError
 
     fn = GeneratedFunction(directory)
-    good = [t.to("cuda") for t in samples(batch)]
+    dtypes = [getattr(torch, i["dtype"]) for i in fn.forward.spec["inputs"]]
+    good = [t.to("cuda", dtype) for t, dtype in zip(samples(batch), dtypes)]
     first = good[0]
     cases = {
         "wrong rank": [first[0]] + good[1:],
@@ -119,7 +134,7 @@ def build_interfaces(folders) -> None:
         list(pool.map(lambda job: build_capi(*job), jobs))
 
 
-def verify_builds(root: Path, batches, targets: str, ptx_target, functions=None) -> dict:
+def verify_builds(root: Path, plan: Plan) -> dict:
     import torch
 
     from mirai.verify import verify
@@ -127,10 +142,11 @@ def verify_builds(root: Path, batches, targets: str, ptx_target, functions=None)
 
     major, minor = torch.cuda.get_device_capability()
     cc = major * 10 + minor
-    plan = list(builds_to_make(batches, targets, ptx_target, functions))
-    build_interfaces([root / b[2] for b in plan if (root / b[2]).exists()])
+    builds = list(plan.builds())
+    build_interfaces([root / b[2] for b in builds if (root / b[2]).exists()])
+    batches = plan.batches
     results = []
-    for name, kind, folder, batch, dynamic, _ in plan:
+    for name, kind, folder, batch, dynamic, _ in builds:
         directory = root / folder
         if not directory.exists():
             continue
@@ -171,6 +187,7 @@ def verify_builds(root: Path, batches, targets: str, ptx_target, functions=None)
         "torch": torch.__version__,
         "triton": __import__("triton").__version__,
         "python": platform.python_version(),
+        "precision": plan.precision,
         "batches": batches,
         "results": results,
     }
@@ -178,7 +195,8 @@ def verify_builds(root: Path, batches, targets: str, ptx_target, functions=None)
 
 def markdown(report: dict) -> str:
     lines = [
-        "# GPU check: examples/suite.py through the generated launch code",
+        f"# GPU check: examples/suite.py through the generated launch code "
+        f"({report.get('precision', 'tf32')})",
         "",
         f"Device: {report['device']} (compute capability {report['compute_capability']}), "
         f"torch {report['torch']}, triton {report['triton']}. Command: "
@@ -225,20 +243,31 @@ def main(argv=None) -> int:
         "--ptx-target", default="sm_80", help="a target whose PTX this GPU must JIT ('' for none)"
     )
     parser.add_argument("--functions", default="", help="suite entries to check (default: all)")
+    parser.add_argument("--precision", default="tf32", choices=["tf32", "ieee", "fp16", "bf16"])
+    parser.add_argument("--dynamic-only", action="store_true", help="no static builds")
     parser.add_argument("--prepare", type=Path, help="only make GPU-less builds into this folder")
     parser.add_argument("--builds", type=Path, help="verify the builds in this folder")
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-suite-check"))
     parser.add_argument(
-        "--results", type=Path, default=ROOT / "tests" / "gpu" / "results" / "check_suite"
+        "--results",
+        type=Path,
+        help="results path without suffix (default: tests/gpu/results/"
+        "check_suite, with _<precision> for other precisions than tf32)",
     )
     args = parser.parse_args(argv)
-    batches = [int(b) for b in args.batches.split(",")]
-    functions = [f.strip() for f in args.functions.split(",") if f.strip()] or None
-    unknown = set(functions or []) - set(__import__("suite").SUITE)
+    plan = Plan(
+        batches=[int(b) for b in args.batches.split(",")],
+        targets=args.targets,
+        ptx_target=args.ptx_target or None,
+        functions=[f.strip() for f in args.functions.split(",") if f.strip()] or None,
+        precision=args.precision,
+        dynamic_only=args.dynamic_only,
+    )
+    unknown = set(plan.functions or []) - set(__import__("suite").SUITE)
     if unknown:
         parser.error(f"not in examples/suite.py: {', '.join(sorted(unknown))}")
     if args.prepare:
-        make_builds(args.prepare, batches, args.targets, args.ptx_target or None, False, functions)
+        make_builds(args.prepare, plan, gpu=False)
         return 0
 
     import torch
@@ -248,13 +277,15 @@ def main(argv=None) -> int:
         return 2
     if args.builds is None:
         major, minor = torch.cuda.get_device_capability()
-        args.targets, args.ptx_target = f"sm_{major}{minor}", None
-        make_builds(args.work, batches, args.targets, None, True, functions)
+        plan.targets, plan.ptx_target = f"sm_{major}{minor}", None
+        make_builds(args.work, plan, gpu=True)
         args.builds = args.work
-    report = verify_builds(args.builds, batches, args.targets, args.ptx_target or None, functions)
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    args.results.with_suffix(".md").write_text(markdown(report))
+    report = verify_builds(args.builds, plan)
+    suffix = "" if plan.precision == "tf32" else f"_{plan.precision}"
+    results = args.results or ROOT / "tests" / "gpu" / "results" / f"check_suite{suffix}"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    results.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
     return 0 if report["results"] and all(r["ok"] for r in report["results"]) else 1
 
