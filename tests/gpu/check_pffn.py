@@ -111,7 +111,8 @@ def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
     import torch
 
     import pffn as example
-    from mirai.launch import GeneratedFunction, OpError
+    from mirai.launch import GeneratedFunction
+    from refusals import refusals
 
     fn = GeneratedFunction(directory)
     good = example.sample_inputs(batch, device="cuda")
@@ -121,15 +122,7 @@ def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
         "batch 1" if dynamic else "wrong batch": [good[0][:1] if dynamic else good[0][: batch // 2]]
         + good[1:],
     }
-    seen = {}
-    for name, inputs in cases.items():
-        try:
-            fn(inputs)
-            seen[name] = "accepted"
-        except OpError as err:
-            seen[name] = f"code {err.code}: {err}"
-    torch.cuda.synchronize()
-    return seen
+    return refusals(fn, cases)
 
 
 def table(rows) -> str:

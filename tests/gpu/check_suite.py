@@ -93,7 +93,8 @@ def bad_inputs(directory: Path, samples, batch: int, dynamic: bool) -> dict:
     """Wrong rank and wrong sizes must come back as InvalidArgument (code 1), never a crash."""
     import torch
 
-    from mirai.launch import GeneratedFunction, OpError
+    from mirai.launch import GeneratedFunction
+    from refusals import refusals
 
     fn = GeneratedFunction(directory)
     dtypes = [getattr(torch, i["dtype"]) for i in fn.forward.spec["inputs"]]
@@ -107,15 +108,7 @@ def bad_inputs(directory: Path, samples, batch: int, dynamic: bool) -> dict:
         cases["batch 1 (built for >= 2)"] = [first[:1]] + good[1:]
     else:
         cases["wrong batch"] = [first[: batch // 2]] + good[1:]
-    seen = {}
-    for case, inputs in cases.items():
-        try:
-            fn([t.contiguous() for t in inputs])
-            seen[case] = "accepted"
-        except OpError as err:
-            seen[case] = f"code {err.code}: {err}"
-    torch.cuda.synchronize()
-    return seen
+    return refusals(fn, cases)
 
 
 def build_interfaces(folders) -> None:
