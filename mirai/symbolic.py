@@ -70,19 +70,18 @@ class _CppPrinter(C99CodePrinter):
         value = int(expr)
         return f"{value}" if abs(value) < 2**31 else f"INT64_C({value})"
 
-    def _print_Max(self, expr):
+    def _fold(self, expr, function: str) -> str:
         items = [self._print(a) for a in expr.args]
         out = items[0]
         for item in items[1:]:
-            out = f"std::max<int64_t>({out}, {item})"
+            out = f"{function}<int64_t>({out}, {item})"
         return out
 
+    def _print_Max(self, expr):
+        return self._fold(expr, "std::max")
+
     def _print_Min(self, expr):
-        items = [self._print(a) for a in expr.args]
-        out = items[0]
-        for item in items[1:]:
-            out = f"std::min<int64_t>({out}, {item})"
-        return out
+        return self._fold(expr, "std::min")
 
     def _print_Mod(self, expr):
         a, b = expr.args

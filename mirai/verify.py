@@ -9,6 +9,7 @@ inputs and upstream gradients. Errors are relative by norm: ||got - ref|| / ||re
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,14 +105,8 @@ def _samples_at(samples, batch):
     nothing, or with a default)."""
     if not callable(samples):
         return samples
-    if batch is None:
-        return samples()
-    try:
-        return samples(batch)
-    except TypeError as err:
-        if "positional argument" not in str(err):
-            raise
-        return samples()
+    takes_batch = bool(inspect.signature(samples).parameters)
+    return samples(batch) if batch is not None and takes_batch else samples()
 
 
 def _check_static_shapes(manifest: dict, inputs) -> None:

@@ -67,9 +67,9 @@ def run(args) -> int:
     path = directory / "manifest.json"
     if not path.is_file():
         raise MiraiError(f"{directory} holds no manifest.json: not a folder mirai build wrote")
+    archs = [parse_arch(a) for a in args.arch.split(",") if a.strip()]
     manifest = json.loads(path.read_text())
     print("\n".join(summary(manifest)))
-    archs = [parse_arch(a) for a in args.arch.split(",") if a.strip()]
     if not archs:
         return 0
     missing = 0

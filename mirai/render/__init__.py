@@ -105,12 +105,13 @@ def render(
     capture: Capture, compiled: dict, output_dir: str | os.PathLike, targets=None
 ) -> list[Path]:
     """Write the generated files for `capture` and its kernels compiled for `targets` (default: the
-    capture's target); return their paths (sorted)."""
+    targets the kernels were compiled for); return their paths (sorted)."""
     from mirai import __version__
 
     out = Path(output_dir)
     env = _environment()
-    targets = list(targets or [capture.target])
+    compiled_for = [b.target for k in compiled["forward"].values() for b in k.binaries]
+    targets = list(targets or dict.fromkeys(compiled_for) or [capture.target])
     common = {"version": __version__, "targets": targets, "precision": capture.precision}
     fwd, residuals = plan_forward(capture, compiled["forward"])
     ops = [("forward", fwd)]

@@ -292,10 +292,15 @@ def _output_buffers(graph: KernelGraph, views, builder: _OpBuilder, first_output
     return owned
 
 
-def _finish_copies(builder: _OpBuilder):
+def _finish(builder: _OpBuilder, graph: KernelGraph) -> dict:
+    """Every buffer not yet an input or output is a temporary; resolve the copies; render."""
+    for buf in graph.buffers:
+        if buf.name not in builder.storage:
+            builder.storage[buf.name] = {"var": f"p_{buf.name}", "kind": "temp"}
     for copy in builder.copies:
         if isinstance(copy["src"], View):
             copy["src"] = builder.pointer(copy["src"])
+    return builder.render_dict()
 
 
 def _input_order(capture: Capture, tensor_inputs) -> list[int]:
@@ -353,11 +358,7 @@ def plan_forward(capture: Capture, compiled: dict) -> tuple[dict, list[dict]]:
                 )
                 b.storage[view.base] = {"var": f"p_{view.base}", "kind": "output", "index": out}
             saved_sources[name] = (Source("residual", existing["index"]), view)
-    for buf in graph.buffers:
-        if buf.name not in b.storage:
-            b.storage[buf.name] = {"var": f"p_{buf.name}", "kind": "temp"}
-    _finish_copies(b)
-    data = b.render_dict()
+    data = _finish(b, graph)
     data["saved_sources"] = saved_sources
     data["num_user_outputs"] = n_user
     return data, residuals
@@ -425,10 +426,6 @@ def plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residua
             grads.append(k)
             grad_views.append(view)
     _output_buffers(graph, grad_views, b, 0)
-    for buf in graph.buffers:
-        if buf.name not in b.storage:
-            b.storage[buf.name] = {"var": f"p_{buf.name}", "kind": "temp"}
-    _finish_copies(b)
-    data = b.render_dict()
+    data = _finish(b, graph)
     data["grad_inputs"] = grads
     return data
