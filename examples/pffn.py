@@ -21,20 +21,22 @@ def pffn(inputs, w_gate, b_gate, w_up, b_up, w_down, b_down):
     return outputs.transpose(0, 1)
 
 
-def sample_inputs(batch: int = B, device: str = "cpu"):
+def sample_inputs(batch: int = B, device: str = "cpu", experts=E, d_model=D, hidden=H):
+    """The seed's inputs; the CPU numeric check builds the same function at smaller sizes."""
     g = torch.Generator(device=device).manual_seed(0)
+    e, d, h = experts, d_model, hidden
 
     def rand(*shape, scale=1.0):
         return torch.randn(*shape, generator=g, device=device) * scale
 
     return [
-        rand(batch, E, D),
-        rand(E, D, H, scale=D**-0.5),
-        rand(E, H, scale=0.1),
-        rand(E, D, H, scale=D**-0.5),
-        rand(E, H, scale=0.1),
-        rand(E, H, D, scale=H**-0.5),
-        rand(E, D, scale=0.1),
+        rand(batch, e, d),
+        rand(e, d, h, scale=d**-0.5),
+        rand(e, h, scale=0.1),
+        rand(e, d, h, scale=d**-0.5),
+        rand(e, h, scale=0.1),
+        rand(e, h, d, scale=h**-0.5),
+        rand(e, d, scale=0.1),
     ]
 
 

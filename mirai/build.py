@@ -41,6 +41,17 @@ def _progress(enabled: bool):
     return report
 
 
+def _source(fn) -> dict | None:
+    """Where the function was defined, so `mirai verify DIR` can find its reference."""
+    import inspect
+
+    try:
+        path = inspect.getsourcefile(fn.fn)
+    except TypeError:
+        return None
+    return {"file": str(Path(path).resolve()), "function": fn.fn.__name__} if path else None
+
+
 def _check_output_dir(output_dir: Path) -> None:
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -73,9 +84,8 @@ def build(
     The assets folder is named after it. `ptxas` is the ptxas binary to use (default: Triton's);
     `ptx_version` the PTX ISA version to emit (e.g. 80 for drivers older than CUDA 12.8's). `gpu=None` captures on a GPU when torch sees one, else GPU-less.
 
-    >>> # doctest: +SKIP
-    >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])
-    >>> result.ops
+    >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])  # doctest: +SKIP
+    >>> result.ops  # doctest: +SKIP
     ['PffnBwd', 'PffnFwd']
     """
     from mirai.capture import capture, use_gpu
@@ -111,7 +121,7 @@ def build(
     timings["compile"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    files = render(cap, compiled, out, targets=[t.name for t in targets])
+    files = render(cap, compiled, out, targets=[t.name for t in targets], defined_in=_source(fn))
     timings["render"] = time.perf_counter() - t
     report(f"wrote {len(files)} files to {out}/ (build the ops with: cd {out} && bash build.sh)")
     return BuildResult(output_dir=out, files=files, capture=cap, compiled=compiled, timings=timings)

@@ -105,7 +105,29 @@ def compile_kernel(
         cluster_dims=(tuple(int(c) for c in cluster) + (1, 1, 1))[:3],
         launch_cooperative_grid=bool(getattr(md, "launch_cooperative_grid", False)),
         launch_pdl=bool(getattr(md, "launch_pdl", False)),
+        dots=dot_kinds(binary.asm["ttir"]),
     )
+
+
+_DOT_OPERAND_TYPES = {"f16": "fp16", "bf16": "bf16", "f64": "fp64"}
+
+
+def dot_kinds(ttir: str) -> tuple[str, ...]:
+    """What the tt.dot ops of a kernel's TTIR compute. Inductor decides TF32 per GEMM by shape
+    (torch 2.13 keeps IEEE fp32 unless min(N, K) >= 512), so only the compiled IR says which.
+    TTIR prints `inputPrecision` except for its default, IEEE."""
+    kinds = set()
+    for line in ttir.splitlines():
+        if not re.search(r"\btt\.dot\b", line):
+            continue
+        operand = re.search(r":\s*tensor<(?:\d+x)+(\w+)>", line)
+        element = operand.group(1) if operand else "?"
+        if element == "f32":
+            precision = re.search(r"inputPrecision = (\w+)", line)
+            kinds.add(precision.group(1) if precision else "ieee")
+        else:
+            kinds.add(_DOT_OPERAND_TYPES.get(element, element))
+    return tuple(sorted(kinds))
 
 
 def compile_all(

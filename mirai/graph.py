@@ -146,6 +146,9 @@ class CompiledKernel:
     cluster_dims: tuple[int, int, int] = (1, 1, 1)
     launch_cooperative_grid: bool = False
     launch_pdl: bool = False
+    # what its matmuls compute, from the TTIR's tt.dot ops: "ieee" / "tf32" / "tf32x3" for float32
+    # operands, else the operands' type ("fp16", "bf16", ...); empty when it has no matmul
+    dots: tuple[str, ...] = ()
 
     def metadata(self) -> dict:
         data = dataclasses.asdict(self)
@@ -153,6 +156,7 @@ class CompiledKernel:
         data.pop("cubin")
         data["params"] = [list(p) for p in self.params]
         data["cluster_dims"] = list(self.cluster_dims)
+        data["dots"] = list(self.dots)
         return data
 
     @property

@@ -1,19 +1,23 @@
-"""Run generated launch code from Python on torch CUDA tensors, without TensorFlow.
+"""Run generated launch code from Python on torch tensors, without TensorFlow.
 
 The generated `<Op>_capi.cc` is a C interface over `<Op>_launch.h`, the same launch code the TensorFlow
 op wraps. `GeneratedOp` builds it with g++, loads it with ctypes and calls it on the current torch
 stream, allocating outputs and temporaries with torch's allocator. GPU tests and benchmarks use this,
 so they test exactly what TensorFlow runs.
 
-    >>> # doctest: +SKIP
-    >>> fwd = GeneratedOp("generated", "PffnFwd")
-    >>> outputs = fwd(inputs)             # list of torch tensors
+With `host=True` the same launch code runs on CPU tensors against mirai's CPU stand-in for the CUDA
+driver (mirai.hostdriver), which interprets every launched kernel: that needs a process started with
+TRITON_INTERPRET=1, which `mirai.hostdriver.HostRunner` provides.
+
+    >>> fwd = GeneratedOp("generated", "PffnFwd")  # doctest: +SKIP
+    >>> outputs = fwd(inputs)             # list of torch tensors  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 from pathlib import Path
 
@@ -34,7 +38,10 @@ class OpError(MiraiError):
 def build_capi(directory: Path, op: str) -> Path:
     source = directory / f"{op}_capi.cc"
     library = directory / f"{op}_capi.so"
-    if not library.exists() or library.stat().st_mtime < source.stat().st_mtime:
+    inputs = [source, directory / "mirai_runtime.h"]
+    inputs += [directory / f"{op}_{part}.h" for part in ("launch", "kernels")]
+    newest = max(p.stat().st_mtime for p in inputs if p.exists())
+    if not library.exists() or library.stat().st_mtime < newest:
         process.run(
             [
                 os.environ.get("CXX", "g++"),
@@ -63,11 +70,19 @@ def _function(lib, name: str, restype, argtypes):
 class GeneratedOp:
     """One generated op (e.g. PffnFwd), callable on torch tensors."""
 
-    def __init__(self, directory, op: str):
+    def __init__(self, directory, op: str, host: bool = False):
         self.directory = Path(directory)
         self.op = op
+        self.host = host
         manifest = json.loads((self.directory / "manifest.json").read_text())
         self.spec = manifest["ops"][op]
+        if host:
+            from mirai.hostdriver import driver
+            from mirai.targets import parse_targets
+
+            self._driver = driver.get()
+            self._driver.index.add_directory(self.directory)
+            self._target = max(parse_targets(manifest["targets"]), key=lambda t: t.cc)
         lib = ctypes.CDLL(str(build_capi(self.directory, op)))
         i64p, vpp = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p)
         self._bind = _function(
@@ -134,10 +149,11 @@ class GeneratedOp:
     def __call__(self, inputs, stream=None):
         import torch
 
+        where = "CPU" if self.host else "CUDA"
         for spec, t in zip(self.spec["inputs"], inputs):
-            if str(t.dtype).replace("torch.", "") != spec["dtype"] or not t.is_cuda:
+            if str(t.dtype).replace("torch.", "") != spec["dtype"] or t.is_cuda == self.host:
                 raise MiraiError(
-                    f"{self.op}: input {spec['name']} must be a CUDA {spec['dtype']} tensor"
+                    f"{self.op}: input {spec['name']} must be a {where} {spec['dtype']} tensor"
                 )
             if t.device != inputs[0].device:
                 raise MiraiError(
@@ -147,6 +163,10 @@ class GeneratedOp:
                 raise MiraiError(f"{self.op}: input {spec['name']} must be contiguous")
         symbols = self.bind(inputs)
         device = inputs[0].device
+        if self.host:
+            t = self._target
+            self._driver.configure(t.cc, t.shared_memory_per_block_optin, t.multi_processor_count)
+            return self._launch(inputs, symbols, 0, device)
         if stream is None:
             stream = torch.cuda.current_stream(device).cuda_stream
         if stream == 0:
@@ -162,8 +182,14 @@ class GeneratedOp:
 
         held = []  # temporaries: torch's allocator keeps their reuse ordered on this stream
 
-        def allocate(ctx, nbytes):
+        def empty(nbytes):
             t = torch.empty(int(nbytes), dtype=torch.uint8, device=device)
+            if self.host:
+                t.fill_(0xFF)  # poison (NaN in every float type): memory no kernel wrote shows
+            return t
+
+        def allocate(ctx, nbytes):
+            t = empty(nbytes)
             held.append(t)
             return t.data_ptr()
 
@@ -172,7 +198,9 @@ class GeneratedOp:
             dims = (ctypes.c_int64 * self.max_rank)()
             self._shape(j, symbols, dims)
             shape = [dims[d] for d in range(len(out["sizes"]))]
-            outputs.append(torch.empty(shape, dtype=getattr(torch, out["dtype"]), device=device))
+            dtype = getattr(torch, out["dtype"])
+            numel = math.prod(shape)
+            outputs.append(empty(numel * dtype.itemsize).view(dtype).view(shape))
         in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[t.data_ptr() for t in inputs])
         out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[t.data_ptr() for t in outputs])
         err = ctypes.create_string_buffer(2048)
@@ -188,14 +216,14 @@ class GeneratedOp:
 class GeneratedFunction:
     """The forward and backward ops of one export, wired as the generated TensorFlow API wires them."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, host: bool = False):
         self.directory = Path(directory)
         manifest = json.loads((self.directory / "manifest.json").read_text())
         self.name = manifest["name"]
         self.num_outputs = len(manifest["outputs"])
-        self.forward = GeneratedOp(self.directory, f"{self.name}Fwd")
+        self.forward = GeneratedOp(self.directory, f"{self.name}Fwd", host)
         bwd = f"{self.name}Bwd"
-        self.backward = GeneratedOp(self.directory, bwd) if bwd in manifest["ops"] else None
+        self.backward = GeneratedOp(self.directory, bwd, host) if bwd in manifest["ops"] else None
 
     def __call__(self, inputs):
         """Forward only: the user-visible outputs (on the current stream of the inputs' device)."""

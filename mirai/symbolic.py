@@ -2,8 +2,8 @@
 
 >>> expr_str(parse("s0*256 + 0"))
 '256*s0'
->>> to_cpp(parse("-((256*s0) // -512)"))
-'((256*s0 + 511) / 512)'
+>>> to_cpp(parse("-((256*s0) // -512)"))  # ceil(s0 / 2), in floor-division semantics
+'-mirai_floordiv(-s0, 2)'
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
-"""Verify generated ops on a GPU: run the launch code (forward and every gradient) against PyTorch eager.
+"""Verify generated ops: run their launch code (forward and every gradient) against PyTorch eager.
 
 The reference is the @mirai.op function itself in float64 (integer inputs unchanged), on the same
 inputs and upstream gradients. Errors are relative by norm: ||got - ref|| / ||ref||.
 
-    >>> # doctest: +SKIP
-    >>> rows = verify(pffn, sample_inputs, "generated", batches=[64, 2000])
+On a GPU (`device="cuda"`) the launch code runs the compiled kernels. With `device="cpu"` it runs,
+unchanged, against mirai's CPU stand-in for the CUDA driver, which interprets each launched kernel's
+Triton source (mirai.hostdriver). The tolerance follows what the kernels compute where they run
+(`tolerance`).
+
+    >>> rows = verify(pffn, sample_inputs, "generated", batches=[64, 2000])  # doctest: +SKIP
+    >>> rows = verify(pffn, sample_inputs, "generated", batches=[3, 17], device="cpu")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -16,7 +21,34 @@ from pathlib import Path
 
 from mirai.errors import MiraiError
 
-TOLERANCE = {"tf32": 1e-2, "ieee": 1e-4, "fp16": 2e-2, "bf16": 5e-2}
+# Relative error by norm allowed for results of each kind of arithmetic: fp32 arithmetic throughout
+# ("ieee"), float32 matmuls on TF32 tensor cores (10-bit mantissa inputs), and ops whose inputs and
+# outputs are fp16 / bf16 (their rounding dominates, whatever the matmuls do).
+TOLERANCE = {"ieee": 1e-4, "tf32": 1e-2, "fp16": 2e-2, "bf16": 5e-2}
+
+
+def matmul_kinds(manifest: dict, target: str | None = None) -> set[str]:
+    """What the matmuls of the build compute on `target` (default: every target): the `dots` that
+    compile recorded from each kernel's TTIR ("ieee", "tf32", "fp16", ...)."""
+    kinds = set()
+    for op in manifest["ops"].values():
+        for kernel in op["kernels"].values():
+            for name, binary in kernel["binaries"].items():
+                if target is None or name == target:
+                    kinds.update(binary.get("dots", ()))
+    return kinds
+
+
+def tolerance(manifest: dict, device: str = "cuda") -> float:
+    """The tolerance of a build's results. fp16/bf16 builds: their dtype's. float32 builds: TF32's
+    if some matmul uses TF32 on the GPU, else IEEE's. Triton's interpreter (`device="cpu"`) computes
+    every dot in IEEE fp32, so float32 builds are held to IEEE's tolerance there."""
+    precision = manifest["precision"]
+    if precision in ("fp16", "bf16"):
+        return TOLERANCE[precision]
+    if device == "cuda" and "tf32" in matmul_kinds(manifest):
+        return TOLERANCE["tf32"]
+    return TOLERANCE["ieee"]
 
 
 @dataclass
@@ -36,62 +68,87 @@ def _rel(got, ref) -> float:
 
     ref = ref.double()
     denom = torch.linalg.vector_norm(ref)
-    diff = torch.linalg.vector_norm(got.double() - ref)
+    diff = torch.linalg.vector_norm(got.double().to(ref.device) - ref)
+    if torch.isnan(diff):
+        return float("inf")  # NaN (e.g. memory no kernel wrote) is never within tolerance
     return float(diff / denom) if denom > 0 else float(diff)
 
 
-def verify(op, samples, directory, batches=None, seed: int = 0) -> list[Row]:
-    """Compare the generated ops in `directory` with `op` at each batch size."""
+def verify(
+    op, samples, directory, batches=None, seed: int = 0, device: str = "cuda", runner=None
+) -> list[Row]:
+    """Compare the generated ops in `directory` with `op` at each batch size, on `device` ("cuda",
+    or "cpu" for the CPU driver; `runner` is a mirai.hostdriver.HostRunner to reuse)."""
     import torch
 
-    from mirai.launch import GeneratedFunction
-
-    if not torch.cuda.is_available():
-        raise MiraiError("mirai verify needs a CUDA GPU (the generated kernels run there)")
+    if device not in ("cuda", "cpu"):
+        raise MiraiError(f"verify runs on 'cuda' or 'cpu', not {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise MiraiError(
+            "mirai verify needs a CUDA GPU (the generated kernels run there); "
+            "--cpu runs the launch code on the CPU driver instead"
+        )
     manifest = json.loads((Path(directory) / "manifest.json").read_text())
-    tol = TOLERANCE.get(manifest["precision"], 1e-2)
+    tol = tolerance(manifest, device)
     dynamic = bool(manifest["symbols"])
-    fn = GeneratedFunction(directory)
     if not dynamic:
         batches = [_built_batch(manifest)]  # a static build runs at the shapes it was built for
     elif not batches:
         batches = [None]
+    if device == "cuda":
+        from mirai.launch import GeneratedFunction
+
+        function = GeneratedFunction(directory)
+        run = function.forward_backward
+    else:
+        from mirai.hostdriver import HostRunner
+
+        own = runner is None
+        runner = runner or HostRunner()
+        run = lambda inputs, grads: runner.forward_backward(directory, inputs, grads)  # noqa: E731
+    output_dtypes = [getattr(torch, o["dtype"]) for o in manifest["outputs"]]
     rows = []
-    for batch in batches:
-        raw = _samples_at(samples, batch)
-        if not dynamic:
-            _check_static_shapes(manifest, raw)
-        g = torch.Generator(device="cuda").manual_seed(seed)
-        inputs = []
-        for t, spec in zip(raw, manifest["inputs"]):
-            t = t.detach().to("cuda").contiguous()
-            if t.is_floating_point():
-                # random values of the samples' scale, in the dtype the ops were built for (an
-                # fp16/bf16 build takes its floating inputs in that dtype)
-                dtype = getattr(torch, spec["dtype"])
-                scale = float(t.float().std()) if t.numel() > 1 else 1.0
-                t = (torch.randn(t.shape, device="cuda", generator=g) * scale).to(dtype)
-            inputs.append(t)
-        size = int(inputs[0].shape[0]) if inputs[0].dim() else 1
-        x64 = [t.double().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
-        ref_out = op.fn(*x64)
-        ref_out = (ref_out,) if isinstance(ref_out, torch.Tensor) else tuple(ref_out)
-        grad_outs = [
-            torch.randn(o.shape, device="cuda", generator=g).to(dtype)
-            for o, dtype in zip(ref_out, _output_dtypes(fn))
-        ]
-        got_out, got_grads = fn.forward_backward(inputs, grad_outs)
-        diff_outs = [o for o in ref_out if o.requires_grad]
-        if diff_outs:
-            torch.autograd.backward(
-                diff_outs, [go.double() for go, o in zip(grad_outs, ref_out) if o.requires_grad]
-            )
-        torch.cuda.synchronize()
-        for k, (got, ref) in enumerate(zip(got_out, ref_out)):
-            rows.append(Row(size, f"output{k}", _rel(got, ref.detach()), tol))
-        for name, got, x in zip(op.param_names, got_grads, x64):
-            if got is not None and getattr(x, "grad", None) is not None:
-                rows.append(Row(size, f"grad {name}", _rel(got, x.grad), tol))
+    try:
+        for batch in batches:
+            raw = _samples_at(samples, batch)
+            if not dynamic:
+                _check_static_shapes(manifest, raw)
+            g = torch.Generator(device=device).manual_seed(seed)
+            inputs = []
+            for t, spec in zip(raw, manifest["inputs"]):
+                t = t.detach().to(device).contiguous()
+                if t.is_floating_point():
+                    # random values of the samples' scale, in the dtype the ops were built for (an
+                    # fp16/bf16 build takes its floating inputs in that dtype)
+                    dtype = getattr(torch, spec["dtype"])
+                    scale = float(t.float().std()) if t.numel() > 1 else 1.0
+                    t = (torch.randn(t.shape, device=device, generator=g) * scale).to(dtype)
+                inputs.append(t)
+            size = int(inputs[0].shape[0]) if inputs[0].dim() else 1
+            x64 = [t.double().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
+            ref_out = op.fn(*x64)
+            ref_out = (ref_out,) if isinstance(ref_out, torch.Tensor) else tuple(ref_out)
+            grad_outs = [
+                torch.randn(o.shape, device=device, generator=g).to(dtype)
+                for o, dtype in zip(ref_out, output_dtypes)
+            ]
+            got_out, got_grads = run(inputs, grad_outs)
+            diff_outs = [o for o in ref_out if o.requires_grad]
+            if diff_outs:
+                torch.autograd.backward(
+                    diff_outs,
+                    [go.double() for go, o in zip(grad_outs, ref_out) if o.requires_grad],
+                )
+            if device == "cuda":
+                torch.cuda.synchronize()
+            for k, (got, ref) in enumerate(zip(got_out, ref_out)):
+                rows.append(Row(size, f"output{k}", _rel(got, ref.detach()), tol))
+            for name, got, x in zip(op.param_names, got_grads, x64):
+                if got is not None and getattr(x, "grad", None) is not None:
+                    rows.append(Row(size, f"grad {name}", _rel(got, x.grad), tol))
+    finally:
+        if device == "cpu" and own:
+            runner.close()
     return rows
 
 
@@ -114,12 +171,6 @@ def _check_static_shapes(manifest: dict, inputs) -> None:
     given = [list(t.shape) for t in inputs]
     if built != given:
         raise MiraiError(f"this static build is for input shapes {built}; the samples give {given}")
-
-
-def _output_dtypes(fn):
-    import torch
-
-    return [getattr(torch, o["dtype"]) for o in fn.forward.spec["outputs"][: fn.num_outputs]]
 
 
 def table(rows: list[Row]) -> str:

@@ -42,9 +42,8 @@ def capture(
 ) -> Capture:
     """Capture `op` for `target`.
 
-    >>> # doctest: +SKIP
-    >>> cap = capture(pffn, samples, target="sm_90")
-    >>> [launch.kernel for launch in cap.forward.launches]
+    >>> cap = capture(pffn, samples, target="sm_90")  # doctest: +SKIP
+    >>> [launch.kernel for launch in cap.forward.launches]  # doctest: +SKIP
     """
     from mirai import versions
     from mirai.capture.trace import trace

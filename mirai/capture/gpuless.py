@@ -20,27 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import importlib.util
 import os
 import sys
 import types
 from pathlib import Path
 
-from mirai import process
 from mirai.errors import CaptureError
+from mirai.native import build_library
 from mirai.targets import Target
 
 SHIM_SOURCE = Path(__file__).with_name("native") / "fake_cuda.cc"
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("MIRAI_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mirai"
-    )
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _torch_dir() -> Path:
@@ -53,37 +43,22 @@ def _torch_dir() -> Path:
 def build_shim() -> Path:
     """Compile the fake-CUDA shim against the installed torch (cached by torch build and source)."""
     torch_dir = _torch_dir()
-    version_file = torch_dir / "version.py"
-    key = hashlib.sha256(
-        SHIM_SOURCE.read_bytes() + version_file.read_bytes() + str(torch_dir).encode()
-    ).hexdigest()[:16]
-    out = cache_dir() / f"fake_cuda-{key}.so"
-    if out.exists():
-        return out
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    process.run(
+    return build_library(
+        SHIM_SOURCE,
+        "fake_cuda",
         [
-            os.environ.get("CXX", "g++"),
-            "-std=c++17",
             "-O1",
             "-w",
-            "-shared",
-            "-fPIC",
             "-D_GLIBCXX_USE_CXX11_ABI=1",
             f"-I{torch_dir / 'include'}",
-            str(SHIM_SOURCE),
-            "-o",
-            str(tmp),
             f"-L{torch_dir / 'lib'}",
             f"-Wl,-rpath,{torch_dir / 'lib'}",
             "-lc10",
             "-ltorch_cpu",
         ],
         stage="build the GPU-less capture shim",
-        timeout=300,
+        key_extra=(torch_dir / "version.py").read_bytes(),
     )
-    os.replace(tmp, out)
-    return out
 
 
 def _device_properties(target: Target):

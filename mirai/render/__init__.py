@@ -102,10 +102,15 @@ def _annotate_shapes(plan: dict) -> None:
 
 
 def render(
-    capture: Capture, compiled: dict, output_dir: str | os.PathLike, targets=None
+    capture: Capture,
+    compiled: dict,
+    output_dir: str | os.PathLike,
+    targets=None,
+    defined_in: dict | None = None,
 ) -> list[Path]:
     """Write the generated files for `capture` and its kernels compiled for `targets` (default: the
-    targets the kernels were compiled for); return their paths (sorted)."""
+    targets the kernels were compiled for); return their paths (sorted). `defined_in` ({"file",
+    "function"}) names the Python function the build came from, for `mirai verify DIR`."""
     from mirai import __version__
 
     out = Path(output_dir)
@@ -165,7 +170,8 @@ def render(
     )
     files[f"{snake}_api.py"] = _render_api(env, common, capture, fwd, bwd, snake)
     files["manifest.json"] = (
-        json.dumps(_manifest(capture, compiled, ops, targets), indent=2, sort_keys=True) + "\n"
+        json.dumps(_manifest(capture, compiled, ops, targets, defined_in), indent=2, sort_keys=True)
+        + "\n"
     )
 
     written = []
@@ -220,12 +226,13 @@ def _render_api(env, common, capture: Capture, fwd: dict, bwd: dict | None, snak
     )
 
 
-def _manifest(capture: Capture, compiled: dict, ops, targets: list[str]) -> dict:
+def _manifest(capture: Capture, compiled: dict, ops, targets: list[str], defined_in) -> dict:
     from mirai import __version__
 
     return {
         "mirai": __version__,
         "name": capture.name,
+        "source": defined_in,
         "targets": targets,
         "capture_target": capture.target,
         "precision": capture.precision,
@@ -269,7 +276,12 @@ def _manifest(capture: Capture, compiled: dict, ops, targets: list[str]) -> dict
                     name: {
                         "function": k.function,
                         "binaries": {
-                            b.target: {"arch": b.arch, "num_warps": b.num_warps, "shared": b.shared}
+                            b.target: {
+                                "arch": b.arch,
+                                "dots": list(b.dots),
+                                "num_warps": b.num_warps,
+                                "shared": b.shared,
+                            }
                             for b in k.binaries
                         },
                         "config": capture.kernels[graph][name].config,

@@ -36,7 +36,16 @@ SERVER_START_TIMEOUT_S = 120
 
 
 def pytest_collection_modifyitems(items):
-    """Every test here that takes a `page` needs chromium; skip those (only) where it is missing."""
+    """Every test here that takes a `page` needs chromium and Playwright; `make test` installs both,
+    so where one is missing those tests fail saying what to install (never a silent skip)."""
+    for item in items:
+        if {"page", "new_page", "browser"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.usefixtures("browser_tools"))
+
+
+@pytest.fixture(scope="session")
+def browser_tools() -> None:
     missing = []
     if not Path(CHROMIUM).exists():
         missing.append(f"{CHROMIUM} (apt-get install chromium)")
@@ -44,11 +53,8 @@ def pytest_collection_modifyitems(items):
         import playwright  # noqa: F401
     except ImportError:
         missing.append("the playwright package (pip install -e '.[dev]')")
-    for item in items:
-        if {"page", "new_page", "browser"} & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.browser)
-            if missing:
-                item.add_marker(pytest.mark.skip(reason="needs " + " and ".join(missing)))
+    if missing:
+        pytest.fail("the browser tests need " + " and ".join(missing), pytrace=False)
 
 
 @pytest.fixture(scope="session")

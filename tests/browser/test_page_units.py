@@ -15,7 +15,7 @@ WEB = Path(__file__).resolve().parents[2] / "web"
 def test_web_unit_tests_pass():
     npm = shutil.which("npm")
     if npm is None or not (WEB / "node_modules").exists():
-        pytest.skip("needs npm and web/node_modules (run `make web`)")
+        pytest.fail("needs npm and web/node_modules (run `make web`)", pytrace=False)
     done = subprocess.run(
         [npm, "test", "--silent"], cwd=WEB, capture_output=True, text=True, timeout=300
     )

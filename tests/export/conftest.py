@@ -1,4 +1,5 @@
-"""Shared builds for the export tests: the seed's pffn, exported GPU-less once per session."""
+"""Shared builds for the export tests, exported GPU-less once per session: the seed's pffn, and every
+function of examples/suite.py static and dynamic."""
 
 from __future__ import annotations
 
@@ -74,3 +75,42 @@ def tf_check(directory: Path, *args) -> dict:
         [sys.executable, Path(__file__).with_name("tf_checks.py"), directory, *args], env=env
     )
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+SUITE_MODES = ("static", "dynamic")
+SUITE_BATCH = 40  # examples/suite.py's B: the static builds' batch
+
+
+@pytest.fixture(scope="session")
+def suite_builds(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """Every function of examples/suite.py built static (at B) and dynamic, each built with build.sh."""
+    import mirai
+
+    sys.path.insert(0, str(EXAMPLES))
+    from suite import SUITE
+
+    root = tmp_path_factory.mktemp("suite")
+    builds = {}
+    for name, (fn, samples, _) in SUITE.items():
+        for mode in SUITE_MODES:
+            out = root / f"{name}-{mode}"
+            mirai.build(
+                fn,
+                samples(SUITE_BATCH),
+                output_dir=out,
+                dynamic=mode == "dynamic",
+                gpu=False,
+                progress=False,
+            )
+            run(["bash", "build.sh"], cwd=out, env=without_cuda_env())
+            builds[(name, mode)] = out
+    return builds
+
+
+@pytest.fixture(scope="session")
+def host():
+    """One worker for the CPU driver (mirai.hostdriver), shared by the numeric tests."""
+    from mirai.hostdriver import HostRunner
+
+    with HostRunner() as runner:
+        yield runner

@@ -14,27 +14,12 @@ import pytest
 import torch
 
 import mirai
-from tests.export.conftest import EXAMPLES, run, without_cuda_env
+from tests.export.conftest import EXAMPLES, SUITE_MODES, run
 
 sys.path.insert(0, str(EXAMPLES))
 from suite import B, SUITE  # noqa: E402
 
-MODES = ("static", "dynamic")
-
-
-@pytest.fixture(scope="module")
-def suite_builds(tmp_path_factory) -> dict[tuple[str, str], Path]:
-    root = tmp_path_factory.mktemp("suite")
-    builds = {}
-    for name, (fn, samples, _) in SUITE.items():
-        for mode in MODES:
-            out = root / f"{name}-{mode}"
-            mirai.build(
-                fn, samples(B), output_dir=out, dynamic=mode == "dynamic", gpu=False, progress=False
-            )
-            run(["bash", "build.sh"], cwd=out, env=without_cuda_env())
-            builds[(name, mode)] = out
-    return builds
+MODES = SUITE_MODES
 
 
 def trace_all(builds, mode: str, batch: str) -> dict:
@@ -47,6 +32,7 @@ def trace_all(builds, mode: str, batch: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("mode", MODES)
 def test_every_function_builds_loads_and_has_the_right_shapes(suite_builds, mode):
     # Static ops are traced at the sample batch; dynamic ones with an unknown batch and at 2 * B.

@@ -111,6 +111,7 @@ def test_inspect_reports_each_architecture(mlp_two_archs):
     assert missing.returncode == 1 and "| none |" in missing.stdout
 
 
+@pytest.mark.tf
 def test_two_arch_ops_load_and_propagate_shapes_in_tensorflow(mlp_two_archs):
     seen = tf_check(mlp_two_archs.output_dir, "trace", "none")
     assert seen["fwd_ops"] == ["MlpFwd"] and seen["bwd_ops"] == ["MlpBwd"]

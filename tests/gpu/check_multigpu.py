@@ -139,7 +139,12 @@ def main(argv=None) -> int:
     if count == 0:
         print("check_multigpu: no CUDA device", file=sys.stderr)
         return 2
-    tol = 1e-2
+    from mirai.verify import tolerance
+
+    tol = max(
+        tolerance(json.loads((args.builds / b / "manifest.json").read_text()))
+        for b in ("B64", "dynamic")
+    )
     lines, ok = [], True
 
     def note(text: str) -> None:  # printed as it happens, so a crash shows how far it got

@@ -1,0 +1,112 @@
+"""Load the CPU stand-in for the CUDA driver into this process and serve its callbacks.
+
+The stand-in (native/libcuda_host.cc) has the soname libcuda.so.1. Loaded first, with RTLD_GLOBAL, it is
+what the generated runtime's `dlopen("libcuda.so.1")` returns, so the launch code runs unchanged. Its
+module loads and kernel launches call back into `HostDriver`, which identifies the image
+(`KernelIndex`) and interprets the kernel (`Interpreter`). The process must have been started with
+TRITON_INTERPRET=1 and must not hold a real CUDA driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import traceback
+from pathlib import Path
+
+from mirai.errors import MiraiError
+from mirai.hostdriver.kernels import Interpreter, KernelIndex, KernelRef
+from mirai.native import build_library
+
+SOURCE = Path(__file__).with_name("native") / "libcuda_host.cc"
+LOAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+LAUNCH = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_int64,
+    ctypes.c_char_p,
+    ctypes.c_uint,
+    ctypes.c_uint,
+    ctypes.c_uint,
+    ctypes.c_uint,
+    ctypes.c_uint,
+    ctypes.c_void_p,
+)
+CUDA_ERROR_INVALID_IMAGE = 200
+CUDA_ERROR_LAUNCH_FAILED = 719
+
+
+def build() -> Path:
+    return build_library(
+        SOURCE,
+        "libcuda_host",
+        ["-O2", "-Wall", "-Wl,-soname,libcuda.so.1"],
+        stage="build the CPU stand-in for the CUDA driver",
+    )
+
+
+class HostDriver:
+    """The process's CPU driver: one per process (see `get`)."""
+
+    def __init__(self) -> None:
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            raise MiraiError(
+                "the CPU driver runs kernels in Triton's interpreter: start the process with "
+                "TRITON_INTERPRET=1 (mirai.hostdriver.HostRunner does)"
+            )
+        self.lib = ctypes.CDLL(str(build()), mode=ctypes.RTLD_GLOBAL)
+        seen = ctypes.CDLL("libcuda.so.1")
+        if not hasattr(seen, "mirai_host_driver_version"):
+            raise MiraiError(
+                "this process already has a real CUDA driver loaded; the CPU driver needs a "
+                "process of its own"
+            )
+        self.index = KernelIndex()
+        self.interpreter = Interpreter()
+        self.modules: dict[int, KernelRef] = {}
+        self.launches: list[tuple[str, str, tuple[int, int, int]]] = []  # (op, kernel, grid)
+        self._load_cb = LOAD(self._on_load)
+        self._launch_cb = LAUNCH(self._on_launch)
+        self.lib.mirai_host_set_error.argtypes = [ctypes.c_char_p]
+        self.lib.mirai_host_set_callbacks(self._load_cb, self._launch_cb)
+
+    def configure(self, cc: int, shared_optin: int, sm_count: int) -> None:
+        """What the one "GPU" reports: its compute capability picks the binaries the launch code loads."""
+        self.lib.mirai_host_configure(cc // 10, cc % 10, shared_optin, sm_count)
+
+    def _error(self, message: str) -> None:
+        self.lib.mirai_host_set_error(message.encode(errors="replace")[:8000])
+
+    def _on_load(self, image) -> int:
+        try:
+            ref = self.index.identify(image)
+        except Exception as err:  # noqa: BLE001 - reported to the launch code as a CUDA error
+            self._error(str(err))
+            return 0
+        module = len(self.modules) + 1
+        self.modules[module] = ref
+        return module
+
+    def _on_launch(self, module, name, gx, gy, gz, block, shared, params) -> int:
+        ref = self.modules.get(module)
+        name = name.decode()
+        try:
+            if ref is None or ref.function != name:
+                raise MiraiError(f"no kernel {name} in module {module}")
+            self.launches.append((ref.op, ref.kernel, (gx, gy, gz)))
+            self.interpreter.launch(ref, (gx, gy, gz), params)
+        except Exception as err:  # noqa: BLE001 - reported to the launch code as a CUDA error
+            detail = "".join(traceback.format_exception_only(type(err), err)).strip()
+            self._error(f"interpreting {name} on grid ({gx}, {gy}, {gz}): {detail}")
+            return CUDA_ERROR_LAUNCH_FAILED
+        return 0
+
+
+_DRIVER: HostDriver | None = None
+
+
+def get() -> HostDriver:
+    """This process's CPU driver, loaded on first use."""
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = HostDriver()
+    return _DRIVER
