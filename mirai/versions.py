@@ -16,6 +16,28 @@ KNOWN = {
 }
 
 
+# Triton releases whose interpreter the CPU driver (mirai.hostdriver) runs kernels in: it builds on
+# the interpreter's internals (TensorHandle, its patched tl namespace) for its libdevice.
+HOST_DRIVER_TRITON = {
+    "3.7": "CPU machines: the numeric suite of `make test` (triton 3.7.1)",
+}
+
+
+def check_host_driver() -> str:
+    """Return the installed Triton version; raise VersionError if the CPU driver does not know it.
+    (Seen on triton 3.6.0 with numpy 2.x: its interpreter fails on Inductor's GEMM templates.)"""
+    import triton
+
+    if _major_minor(triton.__version__) not in HOST_DRIVER_TRITON:
+        known = ", ".join(f"triton {v}" for v in HOST_DRIVER_TRITON)
+        raise VersionError(
+            f"the CPU driver runs kernels in Triton's interpreter and was written for {known}; "
+            f"found triton {triton.__version__}. Run `mirai verify --cpu` with one of those (the "
+            "GPU path, `mirai verify` without --cpu, supports every pair in mirai.versions.KNOWN)."
+        )
+    return triton.__version__
+
+
 def _major_minor(version: str) -> str:
     return ".".join(version.split("+")[0].split(".")[:2])
 

@@ -44,6 +44,8 @@ def register(sub) -> None:
 def _reference(args):
     """The build's folder, its @mirai.op function and sample inputs."""
     target = Path(args.file)
+    if not target.exists():
+        raise MiraiError(f"no such file or folder: {target}")
     if target.is_dir():
         if args.generated:
             raise MiraiError("give the generated folder once: as FILE or as --generated")

@@ -48,6 +48,9 @@ class HostDriver:
     """The process's CPU driver: one per process (see `get`)."""
 
     def __init__(self) -> None:
+        from mirai import versions
+
+        versions.check_host_driver()
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise MiraiError(
                 "the CPU driver runs kernels in Triton's interpreter: start the process with "

@@ -114,3 +114,37 @@ def test_precision_must_be_known(tmp_path):
             precision="fp8",
             progress=False,
         )
+
+
+def test_cpu_driver_refuses_an_unknown_triton(monkeypatch):
+    import triton
+
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    with pytest.raises(VersionError, match=r"written for triton 3.7; found triton 3.6.0"):
+        versions.check_host_driver()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["/no/such/path"], "no such file or folder: /no/such/path"),
+        (["{tmp}"], "is not a generated folder (it has no manifest.json)"),
+        (["{tmp}/nosource"], "does not say which file the build came from"),
+        (["{tmp}/mlp", "--batches", "3,x"], "--batches takes integers, e.g. 3,17; got '3,x'"),
+    ],
+)
+def test_cli_verify_cpu_says_what_is_wrong(tmp_path, capsys, args, message):
+    import json
+    from pathlib import Path
+
+    from mirai.cli import main
+
+    suite = Path(__file__).resolve().parents[2] / "examples" / "suite.py"
+    for name, source in (("nosource", None), ("mlp", {"file": str(suite), "function": "mlp"})):
+        (tmp_path / name).mkdir()
+        manifest = {"name": "Mlp", "source": source}
+        (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert main(["verify", "--cpu", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
