@@ -32,10 +32,6 @@ class Op:
         return self.fn(*args, **kwargs)
 
     @property
-    def snake_name(self) -> str:
-        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.name).lower()
-
-    @property
     def param_names(self) -> list[str]:
         import inspect
 

@@ -82,30 +82,20 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class Memset:
-    """Zero-fill of a buffer before kernels accumulate into it."""
-
-    buffer: str
-
-
-@dataclass(frozen=True)
 class KernelGraph:
     """What one Inductor graph (forward or backward) does, as data.
 
     `inputs` are the graph's arguments in call order, `buffers` the storages it allocates, `steps` its
-    launches and memsets in order, `outputs` the views it returns.
+    kernel launches in order, `outputs` the views it returns.
     """
 
     name: str
     inputs: tuple[GraphInput, ...]
     buffers: tuple[Buffer, ...]
-    steps: tuple[Launch | Memset, ...]
+    steps: tuple[Launch, ...]
     outputs: tuple  # View, a symbol expression string, or None (no gradient), per output
     output_names: tuple[str, ...]
     source: str = field(default="", repr=False, compare=False)  # Inductor's wrapper module
-
-    def input(self, name: str) -> GraphInput:
-        return next(i for i in self.inputs if i.name == name)
 
     def buffer(self, name: str) -> Buffer:
         return next(b for b in self.buffers if b.name == name)

@@ -26,7 +26,6 @@ from mirai.graph import (
     KernelGraph,
     KernelSource,
     Launch,
-    Memset,
     View,
 )
 from mirai.symbolic import expr_str

@@ -2,7 +2,7 @@
 
 The generated `<Op>_launch.h` is what TensorFlow runs; to check its numbers without a GPU, mirai gives
 it a CUDA driver of its own (native/libcuda_host.cc, soname libcuda.so.1). "Device" memory is host
-memory, memsets and copies are memset/memcpy, and each `cuLaunchKernel` runs the launched kernel's
+memory, copies are memcpy, and each `cuLaunchKernel` runs the launched kernel's
 Triton source in Triton's interpreter, with the grid and the argument values the launch code passed.
 So a CPU run checks what capture and planning decided: kernel order, arguments, grids, scratch and
 temporary buffers, views and copies, input order, dynamic-size expressions. What it does not check is

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from mirai.errors import UnsupportedError
-from mirai.graph import Capture, KernelGraph, Launch, Memset, View
+from mirai.graph import Capture, KernelGraph, View
 from mirai.symbolic import parse, to_cpp
 
 ELEMENT_SIZE = {
@@ -160,15 +160,6 @@ class _OpBuilder:
         steps = []
         kernels = {}
         for step in self.graph.steps:
-            if isinstance(step, Memset):
-                steps.append(
-                    {
-                        "kind": "memset",
-                        "storage": self.storage_var(step.buffer),
-                        "bytes": self.buffer_bytes(step.buffer),
-                    }
-                )
-                continue
             kernel = self.compiled[step.kernel]
             _check_launchable(kernel)
             kernels[step.kernel] = kernel

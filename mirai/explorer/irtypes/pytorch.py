@@ -14,7 +14,8 @@ from mirai.explorer.irtypes.usercode import Explored, UserRun, find_models, run_
 from mirai.explorer.runner import run_tool
 from mirai.explorer.tools import TOOLS
 
-# linalg-on-tensors -> LLVM dialect with upstream passes (torch-mlir-opt lacks them; see DESIGN.md).
+# linalg-on-tensors -> LLVM dialect with upstream mlir-opt passes (the torch-mlir-opt binary of the
+# torch-mlir wheel is built without them).
 LINALG_TO_LLVM = (
     "--pass-pipeline=builtin.module("
     "one-shot-bufferize{bufferize-function-boundaries "

@@ -2,7 +2,7 @@
 // machine without a GPU. It has the soname libcuda.so.1: once loaded into a process, the generated
 // runtime's dlopen("libcuda.so.1") finds it instead of a real driver.
 //
-// "Device" memory is host memory: memsets and copies are plain memset/memcpy, run at once (every
+// "Device" memory is host memory: copies are plain memcpy, run at once (every
 // stream is synchronous). Module loads and kernel launches go to callbacks that the host side
 // (mirai.hostdriver) registers: it identifies each loaded image and runs the launched kernel's
 // Triton source in Triton's interpreter over the argument values the launch code passed.
@@ -171,13 +171,6 @@ CUresult cuLaunchKernel(Function* fn, unsigned gx, unsigned gy, unsigned gz, uns
   }
   if (launch == nullptr) return kNotInitialized;
   return launch(fn->module, fn->name.c_str(), gx, gy, gz, bx, shared, params);
-}
-
-CUresult cuMemsetD8Async(uint64_t dst, unsigned char value, size_t bytes, void* stream) {
-  (void)stream;
-  if (bytes != 0 && dst == 0) return kInvalidValue;
-  std::memset(reinterpret_cast<void*>(dst), value, bytes);
-  return kSuccess;
 }
 
 CUresult cuMemcpyDtoDAsync_v2(uint64_t dst, uint64_t src, size_t bytes, void* stream) {
