@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirai.errors import MiraiError
+from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
 
 
 @dataclass
@@ -68,7 +69,7 @@ def build(
     dynamic=False,
     *,
     target: str | list[str] = "sm_90",
-    precision: str = "tf32",
+    precision: str = DEFAULT_PRECISION,
     gpu: bool | None = None,
     ptxas: str | None = None,
     ptx_version: int | None = None,

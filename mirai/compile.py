@@ -135,8 +135,10 @@ def compile_all(
 ) -> dict:
     """Compile every kernel of every graph for every target: {graph: {kernel: KernelBinaries}}."""
     from mirai.capture.gpuless import triton_for_target
+    from mirai.gpu import versions
     from mirai.targets import parse_targets
 
+    versions.check_triton()
     targets = parse_targets(targets)
     if options.ptxas is not None and not (
         os.path.isfile(options.ptxas) and os.access(options.ptxas, os.X_OK)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from mirai.gpu import precision as precision_modes
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -192,6 +194,6 @@ class Capture:
     saved: dict = field(default_factory=dict, hash=False)  # bwd input name -> fwd output index
     kernels: dict = field(default_factory=dict, hash=False)  # graph name -> {kernel: KernelSource}
     target: str = "sm_90"  # the device the capture was made for (see targets.capture_target)
-    precision: str = "tf32"
+    precision: str = precision_modes.DEFAULT
     origin: str = ""  # "gpu:<device name>" or "gpuless:<target>"
     versions: dict = field(default_factory=dict, hash=False)

@@ -21,11 +21,6 @@ from pathlib import Path
 
 from mirai.errors import MiraiError
 
-# Relative error by norm allowed for results of each kind of arithmetic: fp32 arithmetic throughout
-# ("ieee"), float32 matmuls on TF32 tensor cores (10-bit mantissa inputs), and ops whose inputs and
-# outputs are fp16 / bf16 (their rounding dominates, whatever the matmuls do).
-TOLERANCE = {"ieee": 1e-4, "tf32": 1e-2, "fp16": 2e-2, "bf16": 5e-2}
-
 
 def matmul_kinds(manifest: dict, target: str | None = None) -> set[str]:
     """What the matmuls of the build compute on `target` (default: every target): the `dots` that
@@ -40,15 +35,11 @@ def matmul_kinds(manifest: dict, target: str | None = None) -> set[str]:
 
 
 def tolerance(manifest: dict, device: str = "cuda") -> float:
-    """The tolerance of a build's results. fp16/bf16 builds: their dtype's. float32 builds: TF32's
-    if some matmul uses TF32 on the GPU, else IEEE's. Triton's interpreter (`device="cpu"`) computes
-    every dot in IEEE fp32, so float32 builds are held to IEEE's tolerance there."""
-    precision = manifest["precision"]
-    if precision in ("fp16", "bf16"):
-        return TOLERANCE[precision]
-    if device == "cuda" and "tf32" in matmul_kinds(manifest):
-        return TOLERANCE["tf32"]
-    return TOLERANCE["ieee"]
+    """The tolerance of a build's results on `device`, from its precision mode and what its
+    matmuls compute (mirai.gpu.precision.tolerance; "cpu" is Triton's interpreter)."""
+    from mirai.gpu import precision
+
+    return precision.tolerance(manifest["precision"], matmul_kinds(manifest), device == "cpu")
 
 
 @dataclass

@@ -15,6 +15,8 @@ import sys
 import tempfile
 
 from mirai.errors import CaptureError, MiraiError
+from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
+from mirai.gpu.precision import get as get_precision
 from mirai.graph import Capture
 from mirai.targets import Target, get_target
 
@@ -36,7 +38,7 @@ def capture(
     *,
     target: str | Target = "sm_90",
     dynamic=False,
-    precision: str = "tf32",
+    precision: str = DEFAULT_PRECISION,
     gpu: bool | None = None,
     timeout: float = 1800,
 ) -> Capture:
@@ -45,12 +47,13 @@ def capture(
     >>> cap = capture(pffn, samples, target="sm_90")  # doctest: +SKIP
     >>> [launch.kernel for launch in cap.forward.launches]  # doctest: +SKIP
     """
-    from mirai import versions
+    from mirai.gpu import versions
     from mirai.capture.trace import trace
 
     found = versions.check()
     tgt = target if isinstance(target, Target) else get_target(target)
-    traced = trace(op, cast_for_precision(sample_inputs, precision), dynamic)
+    precision = get_precision(precision).name
+    traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
     if use_gpu(gpu):
         from mirai.capture.core import capture_graphs
 
@@ -58,23 +61,6 @@ def capture(
     else:
         result = _capture_in_worker(traced, tgt, precision, op.name, timeout)
     return _with_versions(result, found)
-
-
-def cast_for_precision(samples, precision: str):
-    """fp16/bf16 builds take every floating input in that dtype; tf32/ieee keep the samples' dtypes."""
-    from mirai.capture.inductor import PRECISIONS
-
-    if precision not in PRECISIONS:
-        raise MiraiError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(precision)
-    if dtype is None:
-        return samples
-    import torch
-
-    return [
-        s.to(getattr(torch, dtype)) if isinstance(s, torch.Tensor) and s.is_floating_point() else s
-        for s in samples
-    ]
 
 
 def _with_versions(result: Capture, found: dict) -> Capture:
@@ -133,7 +119,7 @@ def inductor_output_code(
     *,
     target: str = "sm_90",
     dynamic=False,
-    precision: str = "tf32",
+    precision: str = DEFAULT_PRECISION,
     gpu: bool | None = None,
 ) -> list[str]:
     """The Python that Inductor generates for `op` on `target`: forward, then backward (if any)."""

@@ -12,7 +12,7 @@ one, this module makes it believe so, for one worker process, and nothing more:
    real CUDA tensors), compilation stays in this process (one compile thread), and joint-graph constant
    folding is off (it would run CUDA kernels).
 
-Everything here depends on torch/Triton internals: it is written for the versions in mirai.versions and
+Everything here depends on torch/Triton internals: it is written for the versions in mirai.gpu.versions and
 the CPU CI exercises it on every change.
 """
 

@@ -17,12 +17,6 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from mirai.errors import UnsupportedError
-
-# precision mode -> torch's float32 matmul precision while compiling. fp16/bf16 builds take their
-# floating inputs in that dtype (see mirai.capture.cast_for_precision).
-PRECISIONS = {"tf32": "high", "ieee": "highest", "fp16": "high", "bf16": "high"}
-
 
 @dataclass
 class GraphRecord:
@@ -61,14 +55,14 @@ def inductor_settings(gpu: bool) -> dict:
 
 @contextlib.contextmanager
 def _matmul_precision(precision: str):
+    """torch's float32 matmul precision for the mode while compiling (mirai.gpu.precision)."""
     import torch
 
-    if precision not in PRECISIONS:
-        raise UnsupportedError(
-            f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}"
-        )
+    from mirai.gpu.precision import get
+
+    mode = get(precision)
     previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(PRECISIONS[precision])
+    torch.set_float32_matmul_precision(mode.matmul)
     try:
         yield
     finally:

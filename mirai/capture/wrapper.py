@@ -7,7 +7,7 @@ symbols, allocations become Buffers and each `kernel.run(...)` becomes a Launch 
 from the kernel's chosen configuration. Anything the export face cannot reproduce (an extern kernel such
 as cuBLAS or an aten fallback, a CPU buffer, a tensor method) raises UnsupportedError naming it.
 
-Written for the wrappers of torch 2.11 and 2.13 (see mirai.versions).
+Written for the wrappers of torch 2.11 and 2.13 (see mirai.gpu.versions).
 """
 
 from __future__ import annotations

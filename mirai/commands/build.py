@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mirai.commands import load_user_module
 from mirai.errors import MiraiError
+from mirai.gpu import precision
 
 
 def register(sub) -> None:
@@ -34,8 +35,9 @@ def register(sub) -> None:
     p.add_argument(
         "--precision",
         default=None,
-        choices=["tf32", "ieee", "fp16", "bf16"],
-        help="tf32 or ieee float32 matmuls, or fp16/bf16 floating inputs (default: tf32)",
+        choices=precision.names(),
+        help="; ".join(f"{p.name}: {p.help}" for p in precision.PRECISIONS.values())
+        + f" (default: {precision.DEFAULT})",
     )
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(

@@ -48,7 +48,7 @@ class HostDriver:
     """The process's CPU driver: one per process (see `get`)."""
 
     def __init__(self) -> None:
-        from mirai import versions
+        from mirai.gpu import versions
 
         versions.check_host_driver()
         if os.environ.get("TRITON_INTERPRET") != "1":

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mirai
-from mirai import versions
+from mirai.gpu import versions
 from mirai.errors import MiraiError, UnsupportedError, VersionError
 
 

@@ -21,7 +21,8 @@ import pytest
 import mirai
 from mirai.errors import MiraiError
 from mirai.launch import OpError
-from mirai.verify import TOLERANCE, table, tolerance, verify
+from mirai.gpu.precision import ARITHMETIC_TOLERANCE as TOLERANCE
+from mirai.verify import table, tolerance, verify
 from tests.export.conftest import EXAMPLES, SUITE_BATCH
 
 sys.path.insert(0, str(EXAMPLES))

@@ -28,7 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-PRECISIONS = ("tf32", "ieee")
+from mirai.gpu import precision  # noqa: E402
+
+# pffn's float32 modes (its inputs stay float32)
+PRECISIONS = tuple(p for p in precision.names() if precision.get(p).dtype is None)
 NAMES = ["output", "inputs", "w_gate", "b_gate", "w_up", "b_up", "w_down", "b_down"]
 
 

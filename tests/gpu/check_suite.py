@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
+from mirai.gpu import precision  # noqa: E402
+
 
 @dataclass
 class Plan:
@@ -41,7 +43,7 @@ class Plan:
     targets: str = "sm_80,sm_90"
     ptx_target: str | None = "sm_80"
     functions: list[str] | None = None  # default: the whole suite
-    precision: str = "tf32"
+    precision: str = precision.DEFAULT
     dynamic_only: bool = False
 
     def builds(self):
@@ -236,7 +238,7 @@ def main(argv=None) -> int:
         "--ptx-target", default="sm_80", help="a target whose PTX this GPU must JIT ('' for none)"
     )
     parser.add_argument("--functions", default="", help="suite entries to check (default: all)")
-    parser.add_argument("--precision", default="tf32", choices=["tf32", "ieee", "fp16", "bf16"])
+    parser.add_argument("--precision", default=precision.DEFAULT, choices=precision.names())
     parser.add_argument("--dynamic-only", action="store_true", help="no static builds")
     parser.add_argument("--prepare", type=Path, help="only make GPU-less builds into this folder")
     parser.add_argument("--builds", type=Path, help="verify the builds in this folder")
@@ -274,7 +276,7 @@ def main(argv=None) -> int:
         make_builds(args.work, plan, gpu=True)
         args.builds = args.work
     report = verify_builds(args.builds, plan)
-    suffix = "" if plan.precision == "tf32" else f"_{plan.precision}"
+    suffix = "" if plan.precision == precision.DEFAULT else f"_{plan.precision}"
     results = args.results or ROOT / "tests" / "gpu" / "results" / f"check_suite{suffix}"
     results.parent.mkdir(parents=True, exist_ok=True)
     results.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")

@@ -1,8 +1,8 @@
 """Compiling user Triton code without a GPU: a stub Triton driver for a chosen GPUTarget, launches
 turned into compilations, and torch's "cuda" device mapped to the CPU so ordinary scripts run.
 
-Written for triton 3.6 / 3.7 (`JITFunction.run(*args, grid, warmup, **kwargs)`, `driver.set_active`);
-`check_triton_version` says so on any other version.
+Written for the Triton releases of mirai.gpu.versions (`JITFunction.run(*args, grid, warmup,
+**kwargs)`, `driver.set_active`); `check_triton_version` says so on any other version.
 
     with gpuless_triton(parse_target("cuda:90")) as kernels:
         run_user_code(code, workdir)     # kernel[grid](...) compiles, nothing runs
@@ -15,17 +15,18 @@ import contextlib
 
 from mirai.explorer.errors import ExplorerError
 
-SUPPORTED_TRITON = ("3.6", "3.7")
 WARP_SIZE = {"cuda": 32, "hip": 64}
 
 
 def check_triton_version() -> None:
-    import triton
+    from mirai.errors import VersionError
+    from mirai.gpu import versions
 
-    if not triton.__version__.startswith(SUPPORTED_TRITON):
+    try:
+        versions.check_triton()
+    except VersionError as err:
         raise ExplorerError(
-            f"triton {triton.__version__} is not supported by the GPU-less Triton compilation",
-            f"supported: {', '.join(SUPPORTED_TRITON)}.x",
+            "this Triton is not supported by the GPU-less Triton compilation", str(err)
         )
 
 

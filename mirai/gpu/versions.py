@@ -1,8 +1,10 @@
-"""The torch/Triton versions that mirai's internals-dependent code was written and tested for.
+"""The torch/Triton versions that mirai's internals-dependent code was written and tested for: one table.
 
 Capture reads Inductor's generated wrapper and kernel modules and patches private APIs for GPU-less
-capture; those details change between releases. Each pair below was tested end to end; any other pair
-fails at once with a clear message instead of producing wrong kernels.
+capture; compile and the explorer's Triton IR types drive Triton's compiler with an offline driver;
+the CPU driver runs kernels in Triton's interpreter. Those details change between releases. Each pair
+in KNOWN was tested end to end; any other fails at once with a clear message instead of producing
+wrong kernels. pyproject.toml's ranges admit exactly these releases (a test holds them together).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def check_host_driver() -> str:
         raise VersionError(
             f"the CPU driver runs kernels in Triton's interpreter and was written for {known}; "
             f"found triton {triton.__version__}. Run `mirai verify --cpu` with one of those (the "
-            "GPU path, `mirai verify` without --cpu, supports every pair in mirai.versions.KNOWN)."
+            "GPU path, `mirai verify` without --cpu, supports every pair in mirai.gpu.versions.KNOWN)."
         )
     return triton.__version__
 
@@ -47,6 +49,24 @@ def installed() -> dict[str, str]:
     import triton
 
     return {"torch": torch.__version__, "triton": triton.__version__}
+
+
+def check_triton() -> str:
+    """Return the installed Triton version; raise VersionError if no known pair has it (compile
+    and the explorer's Triton IR types need Triton alone).
+
+    >>> check_triton() in {triton for triton in installed().values()}
+    True
+    """
+    import triton
+
+    known = sorted({tr for _, tr in KNOWN})
+    if _major_minor(triton.__version__) not in known:
+        raise VersionError(
+            f"mirai drives Triton's compiler as Triton {', '.join(known)} do; found triton "
+            f"{triton.__version__}. Install one of those."
+        )
+    return triton.__version__
 
 
 def check() -> dict[str, str]:
