@@ -134,8 +134,8 @@ def compile_all(
     kernels: dict, targets, progress=None, options: CompileOptions = CompileOptions()
 ) -> dict:
     """Compile every kernel of every graph for every target: {graph: {kernel: KernelBinaries}}."""
-    from mirai.capture.gpuless import triton_for_target
     from mirai.gpu import versions
+    from mirai.gpu.offline import offline_triton
     from mirai.targets import parse_targets
 
     versions.check_triton()
@@ -155,7 +155,7 @@ def compile_all(
                 done += 1
                 if progress:
                     progress(f"compile {done}/{total}: {graph} {name} for {target.name}")
-                with triton_for_target(target):
+                with offline_triton(target.triton(), benchmark="refuse"):
                     binaries.append(_fits(compile_kernel(kernel, target, options), target))
             _same_interface(binaries)
             out[graph][name] = KernelBinaries(name=name, binaries=tuple(binaries))

@@ -31,6 +31,12 @@ class Target:
     def cc(self) -> int:
         return self.major * 10 + self.minor
 
+    def triton(self):
+        """The target as Triton's compiler names it (a triton.backends.compiler.GPUTarget)."""
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", self.cc, self.warp_size)
+
 
 GiB = 1 << 30
 MiB = 1 << 20

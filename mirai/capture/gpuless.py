@@ -7,7 +7,8 @@ one, this module makes it believe so, for one worker process, and nothing more:
    one device; it must be loaded before torch is imported, so this runs in a dedicated process;
 2. Python-level patches answer torch.cuda's device queries with the target's properties (SM count,
    shared memory, capability) and stub the calls that would need a driver;
-3. a stub Triton driver reports the target, so Triton compiles for it without libcuda;
+3. the offline Triton driver (mirai.gpu.offline) reports the target, so Triton compiles for it
+   without libcuda;
 4. Inductor's pattern-matcher initialisation traces its patterns on the CPU (it would otherwise allocate
    real CUDA tensors), compilation stays in this process (one compile thread), and joint-graph constant
    folding is off (it would run CUDA kernels).
@@ -18,7 +19,6 @@ the CPU CI exercises it on every change.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib.util
 import os
@@ -27,6 +27,7 @@ import types
 from pathlib import Path
 
 from mirai.errors import CaptureError
+from mirai.gpu import offline
 from mirai.native import build_library
 from mirai.targets import Target
 
@@ -137,75 +138,8 @@ def activate(target: Target) -> None:
     # The wrapper module is loaded after code generation; its kernels would be compiled for a real
     # device there. Capture reads kernel sources itself, so loading records nothing but the name.
     from torch._inductor import async_compile
-    from torch._inductor.runtime import triton_helpers
 
     async_compile.AsyncCompile.triton = lambda self, kernel_name, source_code, *a, **k: (
         types.SimpleNamespace(kernel_name=kernel_name, gpuless=True)
     )
-    triton_helpers.set_driver_to_gpu = lambda: None
-    from triton.runtime.driver import driver
-
-    driver.set_active(gpuless_driver(target))
-
-
-@contextlib.contextmanager
-def triton_for_target(target: Target):
-    """Let Triton and Inductor's kernel modules compile for `target` in this process, GPU or not."""
-    from torch._inductor.runtime import triton_helpers
-    from triton.runtime.driver import driver
-
-    previous_active = driver._active
-    previous_set = triton_helpers.set_driver_to_gpu
-    driver.set_active(gpuless_driver(target))
-    triton_helpers.set_driver_to_gpu = lambda: None
-    try:
-        yield
-    finally:
-        triton_helpers.set_driver_to_gpu = previous_set
-        driver._active = previous_active
-
-
-def gpuless_driver(target: Target):
-    """A Triton driver that reports `target` and never touches a GPU."""
-    import torch
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.driver import GPUDriver
-    from triton.runtime.driver import driver
-
-    class GpulessDriver(GPUDriver):
-        """Reports the target to Triton; anything that would touch a GPU raises."""
-
-        def __init__(self):
-            self.get_device_capability = lambda device=None: (target.major, target.minor)
-            self.get_current_stream = lambda device=None: 0
-            self.get_current_device = lambda: 0
-            self.set_current_device = lambda device: None
-
-        def get_current_target(self):
-            return GPUTarget("cuda", target.cc, target.warp_size)
-
-        def get_active_torch_device(self):
-            return torch.device("cuda", 0)
-
-        def get_device_interface(self):
-            return torch.cuda
-
-        @staticmethod
-        def is_active():
-            return True
-
-        def map_python_to_cpp_type(self, ty):
-            from triton.backends.nvidia.driver import ty_to_cpp
-
-            return ty_to_cpp(ty)
-
-        def get_benchmarker(self):
-            raise CaptureError("benchmarking needs a GPU; GPU-less capture uses heuristics")
-
-        def get_empty_cache_for_benchmark(self):
-            raise CaptureError("benchmarking needs a GPU; GPU-less capture uses heuristics")
-
-        def clear_cache(self, cache):
-            pass
-
-    return GpulessDriver()
+    offline.activate(target.triton(), benchmark="refuse")

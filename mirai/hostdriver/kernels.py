@@ -143,7 +143,7 @@ class Interpreter:
         self._functions: dict[Path, tuple[object, dict]] = {}
 
     def _load(self, ref: KernelRef):
-        from mirai.capture.gpuless import triton_for_target
+        from mirai.gpu.offline import offline_triton
         from mirai.hostdriver import libdevice
         from mirai.targets import parse_targets
 
@@ -153,7 +153,7 @@ class Interpreter:
             spec = importlib.util.spec_from_file_location(f"mirai_host_{ref.kernel}_{digest}", path)
             module = importlib.util.module_from_spec(spec)
             # Inductor's kernel modules select the GPU driver at import; the offline one serves
-            with triton_for_target(parse_targets(ref.target)[0]):
+            with offline_triton(parse_targets(ref.target)[0].triton()):
                 spec.loader.exec_module(module)
             libdevice.install(module)
             tuner = getattr(module, ref.kernel)

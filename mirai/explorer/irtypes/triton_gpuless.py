@@ -1,5 +1,6 @@
-"""Compiling user Triton code without a GPU: a stub Triton driver for a chosen GPUTarget, launches
-turned into compilations, and torch's "cuda" device mapped to the CPU so ordinary scripts run.
+"""Compiling user Triton code without a GPU: the offline Triton driver (mirai.gpu.offline) for a chosen
+GPUTarget, launches turned into compilations, and torch's "cuda" device mapped to the CPU so ordinary
+scripts run.
 
 Written for the Triton releases of mirai.gpu.versions (`JITFunction.run(*args, grid, warmup,
 **kwargs)`, `driver.set_active`); `check_triton_version` says so on any other version.
@@ -52,42 +53,6 @@ def parse_target(spec: str):
     return GPUTarget(backend, arch, warp)
 
 
-def _stub_driver(target):
-    import torch
-    from triton.backends.driver import DriverBase
-
-    class StubDriver(DriverBase):
-        """Answers the questions JITFunction asks before compiling; cannot launch anything."""
-
-        @classmethod
-        def is_active(cls):
-            return False
-
-        def get_current_target(self):
-            return target
-
-        def get_current_device(self):
-            return 0
-
-        def set_current_device(self, device):
-            pass
-
-        def get_current_stream(self, device=None):
-            return 0
-
-        def get_active_torch_device(self):
-            return torch.device("cpu")
-
-        def map_python_to_cpp_type(self, ty):
-            return ty
-
-        def get_benchmarker(self):
-            # No GPU, no timing: every autotune config ties and the first one is compiled.
-            return lambda kernel_call, quantiles, **_: [0.0 for _ in quantiles]
-
-    return StubDriver()
-
-
 def _is_gpu(device) -> bool:
     import torch
 
@@ -120,8 +85,9 @@ def _cpu_mode():
 def gpuless_triton(target):
     """Within: Triton launches compile for `target` and are recorded (in order) in the yielded list."""
     import torch
-    from triton.runtime import driver
     from triton.runtime.jit import JITFunction
+
+    from mirai.gpu.offline import offline_triton
 
     check_triton_version()
     compiled: list = []
@@ -142,11 +108,10 @@ def gpuless_triton(target):
     saved = {key: getattr(*key) for key in patches}
     for (owner, name), value in patches.items():
         setattr(owner, name, value)
-    driver.set_active(_stub_driver(target))
     try:
-        with _cpu_mode():
+        # user tensors stay on the CPU; an autotuned kernel compiles its first configuration
+        with offline_triton(target, torch_device="cpu", benchmark="tie"), _cpu_mode():
             yield compiled
     finally:
         for (owner, name), value in saved.items():
             setattr(owner, name, value)
-        driver.set_active(_stub_driver(target))  # never leave the real (absent) driver to be probed
