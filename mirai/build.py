@@ -93,7 +93,7 @@ def build(
     from mirai.compile import CompileOptions, compile_all
     from mirai.decorator import Op
     from mirai.render import render
-    from mirai.targets import capture_target, parse_targets
+    from mirai.gpu.targets import capture_target, parse_targets
 
     if not isinstance(fn, Op):
         raise MiraiError(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from mirai.errors import CompileError
 from mirai.graph import CompiledKernel, KernelBinaries, KernelSource
-from mirai.targets import Target
+from mirai.gpu.targets import Target
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def compile_all(
     """Compile every kernel of every graph for every target: {graph: {kernel: KernelBinaries}}."""
     from mirai.gpu import versions
     from mirai.gpu.offline import offline_triton
-    from mirai.targets import parse_targets
+    from mirai.gpu.targets import parse_targets
 
     versions.check_triton()
     targets = parse_targets(targets)

@@ -78,11 +78,10 @@ class GeneratedOp:
         self.spec = manifest["ops"][op]
         if host:
             from mirai.hostdriver import driver
-            from mirai.targets import parse_targets
 
             self._driver = driver.get()
             self._driver.index.add_directory(self.directory)
-            self._target = max(parse_targets(manifest["targets"]), key=lambda t: t.cc)
+            self._cc = driver.compute_capability(manifest["targets"])
         lib = ctypes.CDLL(str(build_capi(self.directory, op)))
         i64p, vpp = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p)
         self._bind = _function(
@@ -164,8 +163,7 @@ class GeneratedOp:
         symbols = self.bind(inputs)
         device = inputs[0].device
         if self.host:
-            t = self._target
-            self._driver.configure(t.cc, t.shared_memory_per_block_optin, t.multi_processor_count)
+            self._driver.configure(self._cc)
             return self._launch(inputs, symbols, 0, device)
         if stream is None:
             stream = torch.cuda.current_stream(device).cuda_stream

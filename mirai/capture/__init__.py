@@ -18,7 +18,7 @@ from mirai.errors import CaptureError, MiraiError
 from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
 from mirai.gpu.precision import get as get_precision
 from mirai.graph import Capture
-from mirai.targets import Target, get_target
+from mirai.gpu.targets import Target, get_target
 
 
 def use_gpu(gpu: bool | None) -> bool:

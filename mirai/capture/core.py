@@ -18,7 +18,7 @@ from mirai.capture.wrapper import interpret
 from mirai.errors import CaptureError
 from mirai.graph import Capture, GraphInput
 from mirai.symbolic import expr_str
-from mirai.targets import Target
+from mirai.gpu.targets import Target
 
 
 class _Symbols:

@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     try:
         from mirai.capture import gpuless
 
-        target = request["target"]  # a mirai.targets.Target
+        target = request["target"]  # a mirai.gpu.targets.Target
         gpuless.activate(target)
         from mirai.capture.core import capture_graphs
 

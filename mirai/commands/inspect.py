@@ -30,15 +30,13 @@ def register(sub) -> None:
 
 
 def parse_arch(text: str) -> int:
-    """ "sm_86", "sm_90a", "86" or "8.6" -> 86."""
-    value = text.strip().lower().removeprefix("sm_").rstrip("af")
-    try:
-        if "." in value:
-            major, minor = value.split(".")
-            return int(major) * 10 + int(minor)
-        return int(value)
-    except ValueError:
-        raise MiraiError(f"not an architecture: {text!r} (e.g. sm_86 or 8.6)") from None
+    """ "sm_86", "sm_90a", "86", "8.6" or "cuda:86" -> 86 (mirai.gpu.targets.parse_spelling)."""
+    from mirai.gpu.targets import parse_spelling
+
+    backend, arch, _ = parse_spelling(text)
+    if backend != "cuda":
+        raise MiraiError(f"not a CUDA architecture: {text!r} (e.g. sm_86 or 8.6)")
+    return arch
 
 
 def summary(manifest: dict) -> list[str]:

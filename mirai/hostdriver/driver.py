@@ -31,7 +31,18 @@ LAUNCH = ctypes.CFUNCTYPE(
     ctypes.c_uint,
     ctypes.c_void_p,
 )
-CUDA_ERROR_INVALID_IMAGE = 200
+HOST_SHARED_MEMORY = 232448  # bytes per block (opt-in), as on sm_90: no target has more
+HOST_SM_COUNT = 132
+
+
+def compute_capability(targets) -> int:
+    """The capability the CPU driver reports for a build's targets: the highest, so the launch code
+    loads that target's cubin (any architecture, registered in this process or not)."""
+    from mirai.gpu.targets import parse_spelling
+
+    return max(parse_spelling(t)[1] for t in targets)
+
+
 CUDA_ERROR_LAUNCH_FAILED = 719
 
 
@@ -72,9 +83,10 @@ class HostDriver:
         self.lib.mirai_host_set_error.argtypes = [ctypes.c_char_p]
         self.lib.mirai_host_set_callbacks(self._load_cb, self._launch_cb)
 
-    def configure(self, cc: int, shared_optin: int, sm_count: int) -> None:
-        """What the one "GPU" reports: its compute capability picks the binaries the launch code loads."""
-        self.lib.mirai_host_configure(cc // 10, cc % 10, shared_optin, sm_count)
+    def configure(self, cc: int) -> None:
+        """What the one "GPU" reports: its compute capability picks the binaries the launch code
+        loads. Its shared memory is the largest of any target, so every binary's opt-in passes."""
+        self.lib.mirai_host_configure(cc // 10, cc % 10, HOST_SHARED_MEMORY, HOST_SM_COUNT)
 
     def _error(self, message: str) -> None:
         self.lib.mirai_host_set_error(message.encode(errors="replace")[:8000])

@@ -145,7 +145,7 @@ class Interpreter:
     def _load(self, ref: KernelRef):
         from mirai.gpu.offline import offline_triton
         from mirai.hostdriver import libdevice
-        from mirai.targets import parse_targets
+        from mirai.gpu.targets import compile_target
 
         path = ref.source_path
         if path not in self._functions:
@@ -153,7 +153,7 @@ class Interpreter:
             spec = importlib.util.spec_from_file_location(f"mirai_host_{ref.kernel}_{digest}", path)
             module = importlib.util.module_from_spec(spec)
             # Inductor's kernel modules select the GPU driver at import; the offline one serves
-            with offline_triton(parse_targets(ref.target)[0].triton()):
+            with offline_triton(compile_target(ref.target)):
                 spec.loader.exec_module(module)
             libdevice.install(module)
             tuner = getattr(module, ref.kernel)

@@ -15,7 +15,7 @@ import mirai
 from mirai.compile import compile_all
 from mirai.errors import CompileError, MiraiError
 from mirai.launch import GeneratedOp
-from mirai.targets import capture_target, get_target, parse_targets
+from mirai.gpu.targets import capture_target, get_target, parse_targets
 from tests.export.conftest import EXAMPLES, run, tf_check, without_cuda_env
 
 sys.path.insert(0, str(EXAMPLES))
@@ -126,3 +126,32 @@ def test_a_kernel_too_big_for_a_target_is_refused(mlp_two_archs):
         CompileError, match=r"needs \d+ bytes of shared memory on sm_80, which has 1024"
     ):
         compile_all(kernels, [tiny])
+
+
+def test_a_new_architecture_is_one_registry_entry(monkeypatch, tmp_path, host):
+    # sm_100 is not registered: one entry (here a test's, with sm_90's properties) lets mirai build
+    # for it GPU-less, and the generated launch code picks its cubin and computes right on the CPU
+    from mirai.gpu import targets
+    from mirai.verify import verify
+
+    sys.path.insert(0, str(EXAMPLES))
+    from pffn import pffn, sample_inputs
+
+    with pytest.raises(MiraiError, match="unknown target 'sm_100'"):
+        parse_targets("sm_100")
+    entry = dataclasses.replace(targets.TARGETS["sm_90"], name="sm_100", major=10, minor=0)
+    monkeypatch.setitem(targets.TARGETS, "sm_100", entry)
+    samples = lambda b: sample_inputs(b, experts=2, d_model=32, hidden=64)  # noqa: E731
+    mirai.build(pffn, samples(8), output_dir=tmp_path, target="10.0", progress=False)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["targets"] == ["sm_100"]
+    archs = {
+        b["arch"]
+        for op in manifest["ops"].values()
+        for k in op["kernels"].values()
+        for b in k["binaries"].values()
+    }
+    assert archs == {"sm_100a"}
+    rows = verify(pffn, samples, tmp_path, device="cpu", runner=host)
+    assert rows and all(r.ok for r in rows)
+    assert {op for op, _kernel, _grid in host.launches} == {"PffnFwd", "PffnBwd"}

@@ -16,8 +16,6 @@ import contextlib
 
 from mirai.explorer.errors import ExplorerError
 
-WARP_SIZE = {"cuda": 32, "hip": 64}
-
 
 def check_triton_version() -> None:
     from mirai.errors import VersionError
@@ -32,25 +30,15 @@ def check_triton_version() -> None:
 
 
 def parse_target(spec: str):
-    """'cuda:90' | 'cuda:80' | 'hip:gfx942' | 'hip:gfx90a' (optionally ':<warp size>') -> GPUTarget."""
-    from triton.backends.compiler import GPUTarget
+    """A request's Triton target in any spelling of mirai.gpu.targets ('cuda:90', 'sm_80',
+    'hip:gfx942', optionally ':<warp size>') -> GPUTarget."""
+    from mirai.errors import MiraiError
+    from mirai.gpu.targets import compile_target
 
-    parts = spec.strip().split(":")
-    backend = parts[0]
-    if backend not in WARP_SIZE or len(parts) not in (2, 3) or not parts[1]:
-        raise ExplorerError(
-            f"bad triton_target {spec!r}",
-            "expected 'cuda:<compute capability>' or 'hip:<gfx arch>'",
-        )
-    arch: int | str = parts[1]
-    if backend == "cuda":
-        arch = int(str(arch).removeprefix("sm_").rstrip("a")) if str(arch)[-1].isdigit() else arch
-        if not isinstance(arch, int):
-            raise ExplorerError(
-                f"bad triton_target {spec!r}", "cuda targets are cuda:<cc>, e.g. cuda:90"
-            )
-    warp = int(parts[2]) if len(parts) == 3 else WARP_SIZE[backend]
-    return GPUTarget(backend, arch, warp)
+    try:
+        return compile_target(spec)
+    except MiraiError as err:
+        raise ExplorerError(f"bad triton_target {spec!r}", str(err)) from None
 
 
 def _is_gpu(device) -> bool:
