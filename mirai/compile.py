@@ -53,9 +53,9 @@ def compile_kernel(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from mirai.capture.wrapper import load_kernel_module
+    from mirai.gpu.kernels import load_kernel
 
-    tuner = load_kernel_module(kernel.name, kernel.source)
+    tuner = load_kernel(kernel.name, kernel.source)
     cfg = triton.Config(
         dict(kernel.config["kwargs"]),
         num_warps=kernel.config["num_warps"],

@@ -13,7 +13,6 @@ Written for the wrappers of torch 2.11 and 2.13 (see mirai.gpu.versions).
 from __future__ import annotations
 
 import contextlib
-import os
 import types
 
 import sympy
@@ -28,6 +27,7 @@ from mirai.graph import (
     Launch,
     View,
 )
+from mirai.gpu.kernels import load_kernel
 from mirai.symbolic import expr_str
 
 
@@ -156,30 +156,6 @@ class _AsyncCompileStandIn:
         return getattr(_Unsupported("async_compile"), name)
 
 
-def load_kernel_module(name: str, source: str):
-    """Import a kernel module's source; return Inductor's autotuner object for the kernel.
-
-    Triton reads a @jit function's source with `inspect`, so the module must live in a real file.
-    """
-    import hashlib
-    import importlib.util
-    import tempfile
-
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder = os.path.join(tempfile.gettempdir(), f"mirai-kernels-{os.getuid()}")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}_{digest}.py")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(f"mirai_kernel_{name}_{digest}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
 def config_dict(cfg) -> dict:
     """A Triton/Inductor Config as plain data."""
     data = {
@@ -198,7 +174,7 @@ class _KernelHandle:
     def __init__(self, recorder: _Recorder, name: str, source: str):
         self.recorder = recorder
         self.name = name
-        self.autotuner = load_kernel_module(name, source)
+        self.autotuner = load_kernel(name, source)
         cfg, origin = recorder.choose_config(name, self.autotuner, recorder.gpu_globals)
         self.config = cfg
         recorder.kernels[name] = KernelSource(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import importlib.util
 import json
 import struct
 from dataclasses import dataclass, field
@@ -143,18 +142,16 @@ class Interpreter:
         self._functions: dict[Path, tuple[object, dict]] = {}
 
     def _load(self, ref: KernelRef):
+        from mirai.gpu.kernels import load_kernel_module
         from mirai.gpu.offline import offline_triton
         from mirai.hostdriver import libdevice
         from mirai.gpu.targets import compile_target
 
         path = ref.source_path
         if path not in self._functions:
-            digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-            spec = importlib.util.spec_from_file_location(f"mirai_host_{ref.kernel}_{digest}", path)
-            module = importlib.util.module_from_spec(spec)
             # Inductor's kernel modules select the GPU driver at import; the offline one serves
             with offline_triton(compile_target(ref.target)):
-                spec.loader.exec_module(module)
+                module = load_kernel_module(ref.kernel, path.read_text())
             libdevice.install(module)
             tuner = getattr(module, ref.kernel)
             fn = getattr(tuner, "fn", tuner)

@@ -48,7 +48,6 @@ def _serve(inp, out) -> None:
 
 
 def main() -> None:
-    sys.dont_write_bytecode = True  # kernel sources are imported from generated folders
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _serve(sys.stdin.buffer, out)
