@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -26,20 +25,6 @@ class BuildResult:
     @property
     def ops(self) -> list[str]:
         return sorted(p.stem for p in self.files if p.suffix == ".cc" and "_" not in p.stem)
-
-
-def _progress(enabled: bool):
-    start = time.perf_counter()
-
-    def report(message: str) -> None:
-        if enabled:
-            print(
-                f"[mirai {time.perf_counter() - start:6.1f}s] {message}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    return report
 
 
 def _source(fn) -> dict | None:
@@ -92,6 +77,7 @@ def build(
     from mirai.capture import capture, use_gpu
     from mirai.compile import CompileOptions, compile_all
     from mirai.decorator import Op
+    from mirai.progress import BuildProgress
     from mirai.render import render
     from mirai.gpu.targets import capture_target, parse_targets
 
@@ -103,26 +89,35 @@ def build(
     tgt = capture_target(targets)
     out = Path(output_dir)
     _check_output_dir(out)
-    report = _progress(progress)
     timings = {}
 
     mode = "on the GPU (torch.compile, max-autotune)" if use_gpu(gpu) else "GPU-less"
     names = ", ".join(t.name for t in targets)
-    report(f"capture {fn.name} for {names} {mode}")
-    t = time.perf_counter()
-    cap = capture(fn, sample_inputs, target=tgt, dynamic=dynamic, precision=precision, gpu=gpu)
-    timings["capture"] = time.perf_counter() - t
-    n_fwd = len(cap.forward.launches)
-    n_bwd = len(cap.backward.launches) if cap.backward is not None else 0
-    report(f"captured {n_fwd} forward and {n_bwd} backward launches")
+    with BuildProgress(progress) as show:
+        t = time.perf_counter()
+        with show.stage(f"capture {fn.name} for {names} {mode}"):
+            cap = capture(
+                fn, sample_inputs, target=tgt, dynamic=dynamic, precision=precision, gpu=gpu
+            )
+        timings["capture"] = time.perf_counter() - t
+        n_fwd = len(cap.forward.launches)
+        n_bwd = len(cap.backward.launches) if cap.backward is not None else 0
+        show.note(f"captured {n_fwd} forward and {n_bwd} backward launches")
 
-    t = time.perf_counter()
-    options = CompileOptions(ptxas=ptxas, ptx_version=ptx_version)
-    compiled = compile_all(cap.kernels, targets, progress=report, options=options)
-    timings["compile"] = time.perf_counter() - t
+        t = time.perf_counter()
+        options = CompileOptions(ptxas=ptxas, ptx_version=ptx_version)
+        total = sum(len(k) for k in cap.kernels.values()) * len(targets)
+        with show.stage("compile", total=total) as step:
+            compiled = compile_all(cap.kernels, targets, progress=step.advance, options=options)
+        timings["compile"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    files = render(cap, compiled, out, targets=[t.name for t in targets], defined_in=_source(fn))
-    timings["render"] = time.perf_counter() - t
-    report(f"wrote {len(files)} files to {out}/ (build the ops with: cd {out} && bash build.sh)")
+        t = time.perf_counter()
+        with show.stage("render"):
+            files = render(
+                cap, compiled, out, targets=[t.name for t in targets], defined_in=_source(fn)
+            )
+        timings["render"] = time.perf_counter() - t
+        show.note(
+            f"wrote {len(files)} files to {out}/ (build the ops with: cd {out} && bash build.sh)"
+        )
     return BuildResult(output_dir=out, files=files, capture=cap, compiled=compiled, timings=timings)

@@ -133,7 +133,8 @@ def dot_kinds(ttir: str) -> tuple[str, ...]:
 def compile_all(
     kernels: dict, targets, progress=None, options: CompileOptions = CompileOptions()
 ) -> dict:
-    """Compile every kernel of every graph for every target: {graph: {kernel: KernelBinaries}}."""
+    """Compile every kernel of every graph for every target: {graph: {kernel: KernelBinaries}}.
+    `progress`, if given, is called with a description of each compile as it starts."""
     from mirai.gpu import versions
     from mirai.gpu.offline import offline_triton
     from mirai.gpu.targets import parse_targets
@@ -145,16 +146,13 @@ def compile_all(
     ):
         raise CompileError(f"ptxas {options.ptxas!r} is not an executable file")
     out = {}
-    total = sum(len(k) for k in kernels.values()) * len(targets)
-    done = 0
     for graph, graph_kernels in kernels.items():
         out[graph] = {}
         for name, kernel in graph_kernels.items():
             binaries = []
             for target in targets:
-                done += 1
                 if progress:
-                    progress(f"compile {done}/{total}: {graph} {name} for {target.name}")
+                    progress(f"{graph} {name} for {target.name}")
                 with offline_triton(target.triton(), benchmark="refuse"):
                     binaries.append(_fits(compile_kernel(kernel, target, options), target))
             _same_interface(binaries)
