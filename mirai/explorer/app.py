@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 
 from mirai.explorer.errors import ExplorerError, error_response
 from mirai.explorer.jobs import JobStore
+from mirai.explorer.permalinks_store import PermalinkStore
 from mirai.explorer.routes import routers
 from mirai.explorer.routes.meta import version_string
 from mirai.explorer.service import Explorer
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.explorer = Explorer(settings)
     app.state.jobs = JobStore(app.state.explorer, settings)
+    app.state.permalinks = PermalinkStore(settings.permalinks_db)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(
         CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"]

@@ -10,9 +10,6 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Annotated
-
-from fastapi import Depends, Request
 
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.schemas import GenerateRequest, JobStatus
@@ -112,10 +109,3 @@ class JobStore:
         for job in self.jobs.values():
             if job.task and not job.task.done():
                 job.task.cancel()
-
-
-def get_jobs(request: Request) -> JobStore:
-    return request.app.state.jobs
-
-
-JobsDep = Annotated[JobStore, Depends(get_jobs)]

@@ -13,6 +13,7 @@ The id is derived from the state's canonical JSON, so saving the same state twic
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -60,8 +61,16 @@ class PermalinkStore:
         with self._connect() as db:
             db.execute(_SCHEMA)
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=10)
+    @contextlib.contextmanager
+    def _connect(self):
+        """A connection for one call: committed on success, rolled back on error, always closed
+        (sqlite3's own context manager commits but leaves the connection open)."""
+        db = sqlite3.connect(self.path, timeout=10)
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
 
     def save(self, state: dict) -> str:
         """Stores `state` and returns its id (the same id for the same state)."""

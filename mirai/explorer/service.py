@@ -1,15 +1,14 @@
 """The explorer service behind the routes: cache lookup, then a worker; results of successful
 requests are cached, Triton caches are freed on request.
 
-Routes get it with `Depends(get_explorer)` (the `ExplorerDep` alias).
+Routes get it as `ExplorerDep` (mirai.explorer.routes.deps).
 """
 
 from __future__ import annotations
 
 import shutil
-from typing import Annotated, Callable
+from typing import Callable
 
-from fastapi import Depends, Request
 
 from mirai.explorer.cache import ResultCache, TritonCaches
 from mirai.explorer.errors import ExplorerError
@@ -68,10 +67,3 @@ class Explorer:
         """Drop the code's Triton cache and its cached results (/free_ir_cache)."""
         self.triton_caches.free(code)
         self.results.drop_code(code)
-
-
-def get_explorer(request: Request) -> Explorer:
-    return request.app.state.explorer
-
-
-ExplorerDep = Annotated[Explorer, Depends(get_explorer)]

@@ -1,6 +1,5 @@
-"""The explorer's settings: one class, built by the CLI (or from env vars), injected into routes.
-
-Routes get it with `Depends(get_settings)` (the `SettingsDep` alias); tests start the server with flags.
+"""The explorer's settings: one class, built by the CLI (or from env vars), read by `create_app`, which
+makes the service, the job store and the permalink store from it; tests start the server with flags.
 Tool locations are not settings: they come from TORCH_MLIR_OPT_PATH, LLVM_BIN_PATH, TRITON_OPT_PATH or
 $PATH, as the integration guide says (see `mirai.explorer.tools`).
 """
@@ -10,10 +9,10 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated
 
-from fastapi import Depends, Request
 from pydantic import BaseModel, Field
+
+from mirai.explorer.permalinks_store import default_db_path
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -47,6 +46,10 @@ class Settings(BaseModel):
     )
     job_ttl_s: float = Field(3600.0, gt=0, description="how long a finished job's result is kept")
     max_jobs: int = Field(256, ge=1, description="jobs kept at once (oldest finished ones dropped)")
+    permalinks_db: Path = Field(
+        default_factory=default_db_path,
+        description="the SQLite file of saved page states (MIRAI_EXPLORER_PERMALINKS_DB)",
+    )
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -71,11 +74,3 @@ class Settings(BaseModel):
 
 def _split_list(raw: str) -> list[str]:
     return [item for item in raw.replace(",", " ").split() if item]
-
-
-def get_settings(request: Request) -> Settings:
-    """The app's settings (set by `create_app`)."""
-    return request.app.state.settings
-
-
-SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from mirai.explorer.permalinks_store import PermalinkStore
-from mirai.explorer.routes import permalinks
+from mirai.explorer.routes import deps, permalinks
 
 STATE = {
     "version": 1,
@@ -23,7 +23,7 @@ def client(tmp_path):
     app = FastAPI()
     app.include_router(permalinks.router)
     store = PermalinkStore(tmp_path / "permalinks.sqlite3")
-    app.dependency_overrides[permalinks.get_permalink_store] = lambda: store
+    app.dependency_overrides[deps.get_permalink_store] = lambda: store
     return TestClient(app)
 
 

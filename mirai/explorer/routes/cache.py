@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from mirai.explorer.schemas import FreeCacheRequest, StatusOk
-from mirai.explorer.service import ExplorerDep
+from mirai.explorer.routes.deps import ExplorerDep
 
 router = APIRouter(tags=["cache"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from mirai.explorer.schemas import ErrorResponse, GenerateRequest, OkResponse
-from mirai.explorer.service import ExplorerDep
+from mirai.explorer.routes.deps import ExplorerDep
 
 router = APIRouter(tags=["generate"])
 

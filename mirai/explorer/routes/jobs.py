@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from mirai.explorer.jobs import JobsDep
+from mirai.explorer.routes.deps import JobsDep
 from mirai.explorer.schemas import GenerateRequest, JobCreated, JobStatus
 
 router = APIRouter(tags=["jobs"])

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from mirai.explorer.irtypes import IR_TYPES
 from mirai.explorer.schemas import LANGUAGES, PIPELINE_FIELDS, Capabilities
-from mirai.explorer.service import ExplorerDep
+from mirai.explorer.routes.deps import ExplorerDep
 from mirai.explorer.tools import TOOLS
 
 router = APIRouter(tags=["meta"])

@@ -8,33 +8,15 @@ gives it back. Bad input is answered in the integration guide's error shape.
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from mirai.explorer.errors import error_response
-from mirai.explorer.permalinks_store import (
-    MAX_STATE_BYTES,
-    PermalinkStore,
-    StateTooLarge,
-    default_db_path,
-    is_valid_id,
-)
+from mirai.explorer.permalinks_store import MAX_STATE_BYTES, StateTooLarge, is_valid_id
+from mirai.explorer.routes.deps import StoreDep
 
 router = APIRouter(tags=["permalinks"])
-
-
-def get_permalink_store(request: Request) -> PermalinkStore:
-    """The app's store, opened on first use at `default_db_path()` (tests override this)."""
-    store = getattr(request.app.state, "permalink_store", None)
-    if store is None:
-        store = PermalinkStore(default_db_path())
-        request.app.state.permalink_store = store
-    return store
-
-
-StoreDep = Annotated[PermalinkStore, Depends(get_permalink_store)]
 
 
 def _error(http_status: int, message: str, detail: str = "") -> JSONResponse:

@@ -1,0 +1,35 @@
+"""What the routes get from the app, as typed dependencies: the only place the web layer reaches
+into app state. Domain modules (service, jobs, settings, the permalink store) know nothing of FastAPI.
+
+    async def health(explorer: ExplorerDep) -> dict: ...
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from mirai.explorer.jobs import JobStore
+from mirai.explorer.permalinks_store import PermalinkStore
+from mirai.explorer.service import Explorer
+
+
+def get_explorer(request: Request) -> Explorer:
+    """The app's Explorer (worker pool, cache), made by `create_app`."""
+    return request.app.state.explorer
+
+
+def get_jobs(request: Request) -> JobStore:
+    """The app's background jobs."""
+    return request.app.state.jobs
+
+
+def get_permalink_store(request: Request) -> PermalinkStore:
+    """The app's permalink store, at Settings.permalinks_db (tests override this)."""
+    return request.app.state.permalinks
+
+
+ExplorerDep = Annotated[Explorer, Depends(get_explorer)]
+JobsDep = Annotated[JobStore, Depends(get_jobs)]
+StoreDep = Annotated[PermalinkStore, Depends(get_permalink_store)]
