@@ -52,6 +52,11 @@ def capture(
 
     found = versions.check()
     tgt = target if isinstance(target, Target) else get_target(target)
+    if tgt.backend != "cuda":
+        raise MiraiError(
+            f"capture generates CUDA kernels; {tgt.name} is a {tgt.backend} target "
+            "(e.g. sm_90, sm_80)"
+        )
     precision = get_precision(precision).name
     traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
     if use_gpu(gpu):

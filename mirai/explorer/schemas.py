@@ -9,7 +9,7 @@ import hashlib
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Pipeline fields of /generate_ir in the guide's fixed order, with the tool alias each one drives.
 PIPELINE_FIELDS: dict[str, str] = {
@@ -45,6 +45,12 @@ class GenerateRequest(_Request):
     triton_llvm_opt: str = ""
     user_tool: str = ""
     dump_after_each_opt: bool = False
+    target: str | None = Field(
+        None,
+        description="the GPU target of whichever IR type has one, in any spelling of "
+        "mirai.gpu.targets ('sm_90', 'cuda:90', '9.0', 'hip:gfx942'); triton_target and "
+        "cuda_target are accepted as aliases, and win where given",
+    )
     triton_target: str | None = Field(
         None,
         description="GPU target of Triton compilation, 'cuda:<cc>' or 'hip:<arch>' "
@@ -68,6 +74,15 @@ class GenerateRequest(_Request):
     @classmethod
     def _none_is_false(cls, value):
         return False if value is None else value
+
+    @model_validator(mode="after")
+    def _target_fills_the_aliases(self):
+        """`target` is what triton_target and cuda_target default to; the IR type's generator
+        checks that the target fits it (a HIP target for a CUDA-only IR type is an error there)."""
+        if self.target:
+            self.triton_target = self.triton_target or self.target
+            self.cuda_target = self.cuda_target or self.target
+        return self
 
     def cache_key(self) -> str:
         """Hash of the whole (normalised) request: the key of the result cache."""
@@ -120,6 +135,15 @@ class IRTypeInfo(BaseModel):
     description: str
 
 
+class TargetInfo(BaseModel):
+    """A registered GPU target (mirai.gpu.targets); `target` takes its name or triton_target."""
+
+    name: str
+    backend: str
+    triton_target: str
+    device: str
+
+
 class ToolInfo(BaseModel):
     alias: str
     field: str
@@ -135,3 +159,4 @@ class Capabilities(BaseModel):
     tools: list[ToolInfo]
     languages: list[str]
     pipeline_order: list[str]
+    targets: list[TargetInfo]

@@ -75,6 +75,23 @@ def test_triton_target_is_selectable(server):
     assert "gfx90a" in amdgcn
 
 
+def test_one_target_field_in_any_spelling(server):
+    # `target` is what triton_target defaults to; any spelling of mirai.gpu.targets is read
+    ptx = server.ok(code=ADD_KERNEL, ir_type="triton_nvptx", target="sm_80")
+    assert ".target sm_80" in ptx
+    ptx = server.ok(code=ADD_KERNEL, ir_type="triton_nvptx", target="8.6")
+    assert ".target sm_86" in ptx
+    amdgcn = server.ok(code=ADD_KERNEL, ir_type="triton_amdgpu", target="gfx90a")
+    assert "gfx90a" in amdgcn
+    # the alias wins where both are given
+    ptx = server.ok(
+        code=ADD_KERNEL, ir_type="triton_nvptx", target="sm_80", triton_target="cuda:90"
+    )
+    assert ".target sm_90a" in ptx
+    names = {t["name"]: t for t in server.get("/ir_types").json()["targets"]}
+    assert names["sm_90"]["triton_target"] == "cuda:90" and names["gfx942"]["backend"] == "hip"
+
+
 def test_triton_target_must_fit_the_ir_type(server):
     result = server.generate(code=ADD_KERNEL, ir_type="triton_nvptx", triton_target="hip:gfx942")
     assert result["status"] == "error" and "cuda" in result["message"]

@@ -148,3 +148,12 @@ def test_cli_verify_cpu_says_what_is_wrong(tmp_path, capsys, args, message):
     assert main(["verify", "--cpu", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_capture_and_build_refuse_a_hip_target(tmp_path):
+    from mirai.capture import capture
+
+    with pytest.raises(MiraiError, match="capture generates CUDA kernels; gfx942 is a hip target"):
+        capture(scale, [torch.ones(4), torch.ones(4)], target="hip:gfx942")
+    with pytest.raises(MiraiError, match="gfx942 is a hip target"):
+        mirai.build(scale, [torch.ones(4), torch.ones(4)], tmp_path, target="gfx942")

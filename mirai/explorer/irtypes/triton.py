@@ -76,7 +76,7 @@ def compile_kernels(ctx: Context, target_spec: str, lenient: bool = True) -> tup
 def _register(stage: TritonStage) -> None:
     def generate(ctx: Context) -> Sections:
         spec = ctx.request.get("triton_target") or stage.default_target
-        if stage.backend and not spec.startswith(stage.backend + ":"):
+        if stage.backend and parse_target(spec).backend != stage.backend:
             raise ExplorerError(
                 f"{stage.ir_type} needs a {stage.backend} triton_target, not {spec!r}",
                 f"e.g. {stage.default_target}",

@@ -8,6 +8,7 @@ from mirai.explorer.irtypes import IR_TYPES
 from mirai.explorer.schemas import LANGUAGES, PIPELINE_FIELDS, Capabilities
 from mirai.explorer.routes.deps import ExplorerDep
 from mirai.explorer.tools import TOOLS
+from mirai.gpu.targets import TARGETS
 
 router = APIRouter(tags=["meta"])
 
@@ -41,6 +42,15 @@ async def ir_types() -> dict:
         ],
         "languages": list(LANGUAGES),
         "pipeline_order": list(PIPELINE_FIELDS),
+        "targets": [
+            {
+                "name": t.name,
+                "backend": t.backend,
+                "triton_target": f"{t.backend}:{t.arch}",
+                "device": t.device_name,
+            }
+            for t in TARGETS.values()
+        ],
     }
 
 
