@@ -31,21 +31,31 @@ POINTER_DTYPES = {
     "u8": "uint8",
     "i1": "bool",
 }
-# How the launch code stores each scalar (mirai.render.plan.SCALAR_CTYPE), read back here.
-SCALAR_READERS = {
-    "i1": ctypes.c_int32,
-    "i8": ctypes.c_int8,
-    "i16": ctypes.c_int16,
-    "i32": ctypes.c_int32,
-    "i64": ctypes.c_int64,
-    "u1": ctypes.c_uint32,
-    "u8": ctypes.c_uint8,
-    "u16": ctypes.c_uint16,
-    "u32": ctypes.c_uint32,
-    "u64": ctypes.c_uint64,
-    "fp32": ctypes.c_float,
-    "fp64": ctypes.c_double,
+# How the launch code stores each scalar: the C type the plan gives it (mirai.render.plan), read back.
+_CTYPES = {
+    "int8_t": ctypes.c_int8,
+    "int16_t": ctypes.c_int16,
+    "int32_t": ctypes.c_int32,
+    "int64_t": ctypes.c_int64,
+    "uint8_t": ctypes.c_uint8,
+    "uint16_t": ctypes.c_uint16,
+    "uint32_t": ctypes.c_uint32,
+    "uint64_t": ctypes.c_uint64,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
 }
+
+
+def read_scalar(address: int, ty: str):
+    """The value of Triton type `ty` that the launch code stored at `address`."""
+    from mirai.render.plan import SCALAR_CTYPE
+
+    raw = _CTYPES[SCALAR_CTYPE[ty]].from_address(address).value
+    if ty == "fp16":
+        return struct.unpack("<e", struct.pack("<H", raw))[0]
+    if ty == "bf16":
+        return struct.unpack("<f", struct.pack("<I", raw << 16))[0]
+    return raw if ty.startswith(("i", "u")) else float(raw)
 
 
 @dataclass(frozen=True)
@@ -179,13 +189,8 @@ class Interpreter:
                 address = ctypes.c_uint64.from_address(slot).value
                 dtype = getattr(torch, POINTER_DTYPES[ty[1:]])
                 kwargs[name] = _tensor_at(address, dtype)
-            elif ty in ("fp16", "bf16"):
-                bits = ctypes.c_uint16.from_address(slot).value
-                as_dtype = torch.float16 if ty == "fp16" else torch.bfloat16
-                kwargs[name] = float(torch.tensor([bits], dtype=torch.int16).view(as_dtype)[0])
             else:
-                value = SCALAR_READERS[ty].from_address(slot).value
-                kwargs[name] = value if ty.startswith(("i", "u")) else float(value)
+                kwargs[name] = read_scalar(slot, ty)
         missing = [a for a in fn.arg_names if a not in kwargs]
         if missing:
             raise MiraiError(f"kernel {ref.kernel}: no value for {missing}")
