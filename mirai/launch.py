@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mirai import process
 from mirai.errors import MiraiError
+from mirai.render.plan import Wiring
 
 ALLOCATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
@@ -218,7 +219,12 @@ class GeneratedFunction:
         self.directory = Path(directory)
         manifest = json.loads((self.directory / "manifest.json").read_text())
         self.name = manifest["name"]
-        self.num_outputs = len(manifest["outputs"])
+        if "wiring" not in manifest:
+            raise MiraiError(
+                f"{self.directory}: the manifest has no wiring; rebuild with this mirai"
+            )
+        self.wiring = Wiring.from_json(manifest["wiring"])
+        self.num_outputs = self.wiring.num_outputs
         self.forward = GeneratedOp(self.directory, f"{self.name}Fwd", host)
         bwd = f"{self.name}Bwd"
         self.backward = GeneratedOp(self.directory, bwd, host) if bwd in manifest["ops"] else None
@@ -230,18 +236,10 @@ class GeneratedFunction:
     def forward_backward(self, inputs, grad_outputs):
         """Outputs, and the gradient of every input (None where an input has none)."""
         results = self.forward(inputs)
-        outputs, residuals = results[: self.num_outputs], results[self.num_outputs :]
+        n = self.wiring.num_outputs
+        outputs, residuals = results[:n], results[n:]
         if self.backward is None:
             return outputs, [None] * len(inputs)
-        pick = {
-            "input": lambda k: inputs[k],
-            "output": lambda k: outputs[k],
-            "residual": lambda k: residuals[k],
-            "tangent": lambda k: grad_outputs[k].contiguous(),
-        }
-        args = [
-            pick[i["source"]["kind"]](i["source"]["index"]) for i in self.backward.spec["inputs"]
-        ]
-        grads = self.backward(args)
-        order = self.backward.spec["grad_inputs"]
-        return outputs, [grads[order.index(k)] if k in order else None for k in range(len(inputs))]
+        tangents = [g.contiguous() for g in grad_outputs]
+        grads = self.backward(self.wiring.backward_args(inputs, outputs, residuals, tangents))
+        return outputs, self.wiring.gradients_of(grads)

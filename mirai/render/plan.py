@@ -1,22 +1,37 @@
-"""Plan: a Capture and its compiled kernels -> one flat, fully resolved dict per generated op.
+"""Plan: a Capture and its compiled kernels -> a typed, frozen `ExportPlan` that the templates read.
 
-Templates receive only what this module computes: names, C++ expressions, byte arrays. Decisions live
-here, not in the templates:
+Every field a template can read is declared in this file: `OpPlan` (one generated op), its
+`OpTensor`s, `Binding`s, `Storage`s, `Temp`s, `LaunchStep`s with their `Param`s, `OutputCopy`s and
+embedded `Kernel`s, and `Wiring`, the one description of how the forward op feeds the backward op.
+Decisions live here, not in the templates:
 
 - which storage each pointer comes from (an op input, an op output, a temporary allocation);
 - how the forward op hands saved tensors to the backward op (as the original input, as a forward
   output, or as a residual: a flat output holding a buffer the backward reads);
 - how each size symbol is bound from input shapes, and what is checked at run time.
+
+The renderer, the generated Python API (through `Wiring.pick`) and `mirai.launch` (through the
+manifest's `wiring`) all read the forward/backward wiring from `Wiring`; nothing else decides it.
+
+>>> w = Wiring(num_outputs=1, backward_inputs=(Source("input", 0), Source("tangent", 0)),
+...            gradients=(0, None))
+>>> w.backward_args(["x", "w"], ["y"], [], ["dy"])
+['x', 'dy']
+>>> w.gradients_of(["dx"])
+['dx', None]
+>>> Wiring.from_json(w.to_json()) == w
+True
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
-from mirai.errors import UnsupportedError
-from mirai.graph import Capture, KernelGraph, View
-from mirai.symbolic import parse, to_cpp
+from mirai.errors import MiraiError, UnsupportedError
+from mirai.graph import Capture, KernelBinaries, KernelGraph, View
+from mirai.symbolic import free_symbols, parse, to_cpp
 
 ELEMENT_SIZE = {
     "float32": 4,
@@ -65,12 +80,273 @@ def tf_arg_name(name: str) -> str:
     return snake if re.match(r"^[a-z]", snake) else f"x_{snake}"
 
 
+def py_op_name(op_name: str) -> str:
+    """The Python name TensorFlow gives an op: CamelCase -> snake_case, as tf's op wrappers do."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z])(?=[a-z])", r"_\1\2", op_name).lower()
+
+
+# -- the wiring of forward and backward ------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Source:
-    """Where a backward-op input comes from in the TensorFlow API."""
+    """Where a backward-op input comes from: a forward input, a user-visible forward output, a
+    residual (a forward output kept for the backward only), or the tangent of a forward output."""
 
-    kind: str  # "input" (forward input), "output" (forward output), "residual", "tangent"
+    kind: str  # "input", "output", "residual" or "tangent"
     index: int
+
+    KINDS = ("input", "output", "residual", "tangent")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """How a caller joins the two ops: the forward op returns `num_outputs` user outputs followed by
+    the residuals; the backward op takes `backward_inputs`; forward input k gets the backward output
+    `gradients[k]` as its gradient (None: no gradient)."""
+
+    num_outputs: int
+    backward_inputs: tuple[Source, ...] = ()
+    gradients: tuple[int | None, ...] = ()
+
+    def pick(self, source: Source, inputs, outputs, residuals, tangents):
+        """The item `source` names, from whichever sequences the caller holds (tensors, or the
+        Python expressions that name them in generated code)."""
+        return {"input": inputs, "output": outputs, "residual": residuals, "tangent": tangents}[
+            source.kind
+        ][source.index]
+
+    def backward_args(self, inputs, outputs, residuals, tangents) -> list:
+        """The backward op's arguments, in order."""
+        return [self.pick(s, inputs, outputs, residuals, tangents) for s in self.backward_inputs]
+
+    def gradients_of(self, backward_results) -> list:
+        """One gradient per forward input (None where it has none), from the backward op's results."""
+        return [None if g is None else backward_results[g] for g in self.gradients]
+
+    def to_json(self) -> dict:
+        return {
+            "num_outputs": self.num_outputs,
+            "backward_inputs": [[s.kind, s.index] for s in self.backward_inputs],
+            "gradients": list(self.gradients),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Wiring":
+        try:
+            wiring = cls(
+                int(data["num_outputs"]),
+                tuple(Source(str(k), int(i)) for k, i in data["backward_inputs"]),
+                tuple(None if g is None else int(g) for g in data["gradients"]),
+            )
+            bad = [s.kind for s in wiring.backward_inputs if s.kind not in Source.KINDS]
+            if bad:
+                raise ValueError(f"unknown source kind {bad[0]!r}")
+            return wiring
+        except (KeyError, TypeError, ValueError) as e:
+            raise MiraiError(
+                f"the manifest's wiring is malformed ({e}); rebuild with this mirai"
+            ) from None
+
+
+# -- one op ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpTensor:
+    """An input or output of a generated op. `shape` holds the captured size expressions ("s0",
+    "8", "256*s0"); everything else a template needs is derived from it and `dtype`."""
+
+    index: int
+    name: str
+    dtype: str
+    shape: tuple[str, ...]
+    kind: str  # inputs: input/output/residual/tangent (their Source kind); outputs: output/residual/grad
+    aligned: bool = False  # the kernels need its data pointer 16-byte aligned
+    source: Source | None = None  # backward-op inputs: where the caller takes it from
+
+    @property
+    def tf_name(self) -> str:
+        return tf_arg_name(self.name)
+
+    @property
+    def tf_type(self) -> str:
+        return TF_TYPE[self.dtype][0]
+
+    @property
+    def tf_enum(self) -> str:
+        return TF_TYPE[self.dtype][1]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def sizes(self) -> tuple[str, ...]:
+        """Each dimension as a C++ expression over the symbols."""
+        return tuple(to_cpp(s) for s in self.shape)
+
+    @property
+    def dim_symbols(self) -> tuple[tuple[str, ...], ...]:
+        """The size symbols each dimension depends on (empty for a static dimension)."""
+        return tuple(tuple(sorted(free_symbols(s))) for s in self.shape)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Size symbol `symbol` is read from dimension `dim` of input `input`; it must be >= `min`."""
+
+    symbol: str
+    input: int
+    dim: int
+    min: int
+
+
+@dataclass(frozen=True)
+class Storage:
+    """A graph storage that lives in an op input or output (`offset_bytes` into it)."""
+
+    var: str
+    kind: str  # "input" or "output"
+    index: int
+    offset_bytes: str = "0"
+
+
+@dataclass(frozen=True)
+class Temp:
+    """A graph storage the op allocates for the duration of one run."""
+
+    var: str
+    bytes: str
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: a device pointer expression, or a scalar of C type `ctype`."""
+
+    kind: str  # "ptr" or "scalar"
+    expr: str
+    ctype: str = ""
+    check_i32: bool = False  # an index the kernel reads as int32: checked at run time
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchStep:
+    """A Triton kernel launch: `kernel_index` into the op's embedded kernels, grid as C++."""
+
+    kernel: str
+    kernel_index: int
+    grid: tuple[str, str, str]
+    params: tuple[Param, ...]
+
+    kind = "launch"
+
+
+@dataclass(frozen=True)
+class OutputCopy:
+    """An output that is a view of another storage: copied into the output after the launches."""
+
+    output: int
+    bytes: str
+    src: str
+
+
+@dataclass(frozen=True)
+class Binary:
+    """One kernel's binary for one architecture, as the kernels header embeds it."""
+
+    arch: int
+    arch_name: str
+    arch_specific: bool
+    num_warps: int
+    shared: int
+    global_scratch_size: int
+    global_scratch_align: int
+    profile_scratch_size: int
+    profile_scratch_align: int
+    cubin_size: int
+    cubin_hex: str = field(repr=False)
+    ptx_literal: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel the op embeds: its entry function, a binary per architecture, its config (JSON)."""
+
+    name: str
+    function: str
+    binaries: tuple[Binary, ...]
+    config: str
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    """One generated op, fully resolved: the templates read these fields and nothing else."""
+
+    op_name: str
+    graph: str  # "forward" or "backward"
+    description: str
+    inputs: tuple[OpTensor, ...]
+    outputs: tuple[OpTensor, ...]
+    all_symbols: tuple[str, ...]
+    bindings: tuple[Binding, ...]
+    storages: tuple[Storage, ...]
+    temps: tuple[Temp, ...]
+    steps: tuple[LaunchStep, ...]
+    copies: tuple[OutputCopy, ...]
+    kernels: tuple[Kernel, ...]
+
+    @property
+    def namespace(self) -> str:
+        return "mirai_" + tf_arg_name(self.op_name)
+
+    @property
+    def py_name(self) -> str:
+        return py_op_name(self.op_name)
+
+    @property
+    def max_rank(self) -> int:
+        return max([t.rank for t in self.inputs + self.outputs] + [1])
+
+    @property
+    def launches(self) -> tuple[str, ...]:
+        return tuple(s.kernel for s in self.steps if s.kind == "launch")
+
+    def template_fields(self) -> dict:
+        """The flat dict a template renders with: every field and derived property above."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("namespace", "py_name", "max_rank"):
+            data[name] = getattr(self, name)
+        return data
+
+
+@dataclass(frozen=True)
+class Residual:
+    """A forward buffer the backward reads, output flat by the forward op."""
+
+    buffer: str
+    index: int
+    dtype: str
+    numel: str
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """Both ops of one export and how they are joined."""
+
+    name: str
+    forward: OpPlan
+    backward: OpPlan | None
+    residuals: tuple[Residual, ...]
+    wiring: Wiring
+
+    @property
+    def ops(self) -> tuple[OpPlan, ...]:
+        return (self.forward,) if self.backward is None else (self.forward, self.backward)
+
+
+# -- building the plan -----------------------------------------------------------------------------
 
 
 def _is_dense(view: View, sizes) -> bool:
@@ -90,154 +366,6 @@ def _numel(sizes) -> str:
     return "*".join(f"({s})" for s in sizes) or "1"
 
 
-class _OpBuilder:
-    """Collects one op's inputs, outputs, storages and steps as template-ready dicts."""
-
-    def __init__(self, capture: Capture, op_name: str, graph: KernelGraph, compiled: dict):
-        self.capture = capture
-        self.op_name = op_name
-        self.graph = graph
-        self.compiled = compiled
-        self.inputs: list[dict] = []  # op inputs
-        self.outputs: list[dict] = []  # op outputs
-        self.storage: dict[str, dict] = {}  # graph storage name -> pointer source
-        self.copies: list[dict] = []
-
-    # -- op interface ----------------------------------------------------------------------------
-    def add_input(self, name: str, dtype: str, sizes, kind: str, aligned: bool = False) -> int:
-        self.inputs.append(
-            {
-                "index": len(self.inputs),
-                "name": name,
-                "tf_name": tf_arg_name(name),
-                "dtype": dtype,
-                "tf_type": TF_TYPE[dtype][0],
-                "sizes": [to_cpp(s) for s in sizes],
-                "shape_sizes": list(sizes),
-                "rank": len(sizes),
-                "kind": kind,
-                "aligned": aligned,
-            }
-        )
-        return len(self.inputs) - 1
-
-    def add_output(self, name: str, dtype: str, sizes, kind: str) -> int:
-        self.outputs.append(
-            {
-                "name": name,
-                "tf_name": tf_arg_name(name),
-                "dtype": dtype,
-                "tf_type": TF_TYPE[dtype][0],
-                "tf_enum": TF_TYPE[dtype][1],
-                "sizes": [to_cpp(s) for s in sizes],
-                "shape_sizes": list(sizes),
-                "rank": len(sizes),
-                "kind": kind,
-            }
-        )
-        return len(self.outputs) - 1
-
-    # -- dict for the template --------------------------------------------------------------------
-    def symbols_used(self) -> list[str]:
-        return sorted(self.capture.symbols, key=lambda s: int(s[1:]))
-
-    def bindings(self) -> list[dict]:
-        out = []
-        for symbol in self.symbols_used():
-            for i, inp in enumerate(self.inputs):
-                if symbol in inp["shape_sizes"]:
-                    dim = inp["shape_sizes"].index(symbol)
-                    lo = self.capture.symbol_ranges.get(symbol, (1, None))[0]
-                    out.append({"symbol": symbol, "input": i, "dim": dim, "min": int(lo)})
-                    break
-            else:
-                raise UnsupportedError(
-                    f"{self.op_name}: no input of the op has a dimension equal to size symbol {symbol}"
-                )
-        return out
-
-    def render_dict(self) -> dict:
-        steps = []
-        kernels = {}
-        for step in self.graph.steps:
-            kernel = self.compiled[step.kernel]
-            _check_launchable(kernel)
-            kernels[step.kernel] = kernel
-            args = {a.name: a for a in step.args}
-            params = []
-            for name, ctype in kernel.params:
-                if name not in args:
-                    raise UnsupportedError(f"kernel {step.kernel}: no value for parameter {name}")
-                arg = args[name]
-                if arg.kind == "ptr":
-                    params.append({"kind": "ptr", "expr": self.pointer(arg.view)})
-                else:
-                    cty = SCALAR_CTYPE.get(ctype)
-                    if cty is None:
-                        raise UnsupportedError(f"kernel {step.kernel}: parameter type {ctype}")
-                    expr = to_cpp(arg.value) if arg.kind == "int" else arg.value
-                    params.append(
-                        {
-                            "kind": "scalar",
-                            "ctype": cty,
-                            "expr": expr,
-                            "check_i32": ctype == "i32" and arg.kind == "int",
-                            "name": name,
-                        }
-                    )
-            steps.append(
-                {
-                    "kind": "launch",
-                    "kernel": step.kernel,
-                    "kernel_index": sorted(self.compiled).index(step.kernel),
-                    "grid": [to_cpp(g) for g in step.grid],
-                    "params": params,
-                }
-            )
-        temps = [
-            {"var": s["var"], "bytes": self.buffer_bytes(name)}
-            for name, s in self.storage.items()
-            if s["kind"] == "temp"
-        ]
-        return {
-            "op_name": self.op_name,
-            "namespace": "mirai_" + tf_arg_name(self.op_name),
-            "inputs": self.inputs,
-            "outputs": self.outputs,
-            "symbols": self.symbols_used(),
-            "bindings": self.bindings(),
-            "storages": [
-                {
-                    "var": s["var"],
-                    "kind": s["kind"],
-                    "index": s.get("index", 0),
-                    "offset_bytes": s.get("offset_bytes", "0"),
-                }
-                for s in self.storage.values()
-                if s["kind"] != "temp"
-            ],
-            "temps": temps,
-            "steps": steps,
-            "copies": self.copies,
-            "kernel_names": sorted(self.compiled),
-            "uses_kernels": sorted(kernels),
-        }
-
-    def storage_var(self, name: str) -> str:
-        return self.storage[name]["var"]
-
-    def buffer_bytes(self, name: str) -> str:
-        buf = self.graph.buffer(name)
-        return to_cpp(parse(f"({buf.numel})*{ELEMENT_SIZE[buf.dtype]}"))
-
-    def pointer(self, view: View) -> str:
-        base = self.storage_var(view.base)
-        offset = parse(view.offset)
-        if offset == 0:
-            return base
-        return f"{base} + ({to_cpp(offset)}) * {ELEMENT_SIZE[view.dtype]}"
-
-
 def _check_launchable(kernel) -> None:
     for b in kernel.binaries:
         if b.num_ctas != 1 or tuple(b.cluster_dims) not in ((1, 1, 1), (0, 0, 0)):
@@ -248,12 +376,171 @@ def _check_launchable(kernel) -> None:
             )
 
 
-def _output_buffers(graph: KernelGraph, views, builder: _OpBuilder, first_output: int):
+def _cubin_hex(data: bytes) -> str:
+    lines = []
+    for start in range(0, len(data), 20):
+        chunk = data[start : start + 20]
+        lines.append("    " + ",".join(f"0x{b:02x}" for b in chunk) + ",")
+    return "\n".join(lines)
+
+
+def _ptx_literal(ptx: str) -> str:
+    delimiter = "mirai_ptx"
+    if f'){delimiter}"' in ptx:
+        raise MiraiError("PTX contains the raw-string delimiter")
+    return f'R"{delimiter}({ptx}){delimiter}"'
+
+
+def _kernels(compiled: dict, sources: dict) -> tuple[Kernel, ...]:
+    entries = []
+    for name in sorted(compiled):
+        k: KernelBinaries = compiled[name]
+        binaries = tuple(
+            Binary(
+                arch=b.cc,
+                arch_name=b.arch,
+                arch_specific=b.arch_specific,
+                num_warps=b.num_warps,
+                shared=b.shared,
+                global_scratch_size=b.global_scratch_size,
+                global_scratch_align=b.global_scratch_align,
+                profile_scratch_size=b.profile_scratch_size,
+                profile_scratch_align=b.profile_scratch_align,
+                cubin_size=len(b.cubin),
+                cubin_hex=_cubin_hex(b.cubin),
+                ptx_literal=_ptx_literal(b.ptx),
+            )
+            for b in k.binaries
+        )
+        config = json.dumps(sources[name].config, sort_keys=True)
+        entries.append(Kernel(name, k.function, binaries, config))
+    return tuple(entries)
+
+
+class _OpBuilder:
+    """Collects one op's inputs, outputs, storages and copies; `finish` freezes them into an OpPlan."""
+
+    def __init__(self, capture: Capture, op_name: str, graph: KernelGraph, compiled: dict):
+        self.capture = capture
+        self.op_name = op_name
+        self.graph = graph
+        self.compiled = compiled
+        self.inputs: list[OpTensor] = []
+        self.outputs: list[OpTensor] = []
+        self.storage: dict[str, Storage | Temp] = {}  # graph storage name -> where it lives
+        self.copies: list[tuple[int, View]] = []  # (output index, source view)
+
+    def add_input(self, name, dtype, shape, kind, source: Source | None = None) -> int:
+        self.inputs.append(
+            OpTensor(len(self.inputs), name, dtype, tuple(shape), kind, False, source)
+        )
+        return len(self.inputs) - 1
+
+    def add_output(self, name, dtype, shape, kind) -> int:
+        self.outputs.append(OpTensor(len(self.outputs), name, dtype, tuple(shape), kind))
+        return len(self.outputs) - 1
+
+    def mark_aligned(self, index: int, aligned: bool) -> None:
+        t = self.inputs[index]
+        self.inputs[index] = OpTensor(t.index, t.name, t.dtype, t.shape, t.kind, aligned, t.source)
+
+    def bind(self, graph_name: str, kind: str, index: int, offset_bytes: str = "0") -> None:
+        self.storage[graph_name] = Storage(f"p_{graph_name}", kind, index, offset_bytes)
+
+    def storage_kind(self, graph_name: str) -> str | None:
+        s = self.storage.get(graph_name)
+        return s.kind if isinstance(s, Storage) else None
+
+    def pointer(self, view: View) -> str:
+        base = self.storage[view.base].var
+        offset = parse(view.offset)
+        if offset == 0:
+            return base
+        return f"{base} + ({to_cpp(offset)}) * {ELEMENT_SIZE[view.dtype]}"
+
+    def buffer_bytes(self, name: str) -> str:
+        buf = self.graph.buffer(name)
+        return to_cpp(parse(f"({buf.numel})*{ELEMENT_SIZE[buf.dtype]}"))
+
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(sorted(self.capture.symbols, key=lambda s: int(s[1:])))
+
+    def bindings(self) -> tuple[Binding, ...]:
+        out = []
+        for symbol in self.symbols():
+            for i, inp in enumerate(self.inputs):
+                if symbol in inp.shape:
+                    lo = self.capture.symbol_ranges.get(symbol, (1, None))[0]
+                    out.append(Binding(symbol, i, inp.shape.index(symbol), int(lo)))
+                    break
+            else:
+                raise UnsupportedError(
+                    f"{self.op_name}: no input of the op has a dimension equal to size symbol {symbol}"
+                )
+        return tuple(out)
+
+    def steps(self) -> tuple[LaunchStep, ...]:
+        names = sorted(self.compiled)
+        steps = []
+        for step in self.graph.steps:
+            kernel = self.compiled[step.kernel]
+            _check_launchable(kernel)
+            args = {a.name: a for a in step.args}
+            params = []
+            for name, ctype in kernel.params:
+                if name not in args:
+                    raise UnsupportedError(f"kernel {step.kernel}: no value for parameter {name}")
+                arg = args[name]
+                if arg.kind == "ptr":
+                    params.append(Param("ptr", self.pointer(arg.view)))
+                    continue
+                cty = SCALAR_CTYPE.get(ctype)
+                if cty is None:
+                    raise UnsupportedError(f"kernel {step.kernel}: parameter type {ctype}")
+                expr = to_cpp(arg.value) if arg.kind == "int" else arg.value
+                check = ctype == "i32" and arg.kind == "int"
+                params.append(Param("scalar", expr, cty, check, name))
+            grid = tuple(to_cpp(g) for g in step.grid)
+            steps.append(LaunchStep(step.kernel, names.index(step.kernel), grid, tuple(params)))
+        return tuple(steps)
+
+    def finish(self, graph_name: str, description: str, sources: dict) -> OpPlan:
+        """Every buffer not yet an input or output is a temporary; freeze the op."""
+        for buf in self.graph.buffers:
+            if buf.name not in self.storage:
+                self.storage[buf.name] = Temp(f"p_{buf.name}", self.buffer_bytes(buf.name))
+        copies = tuple(
+            OutputCopy(
+                output=index,
+                bytes=to_cpp(
+                    parse(f"({_numel(self.outputs[index].shape)})*{ELEMENT_SIZE[v.dtype]}")
+                ),
+                src=self.pointer(v),
+            )
+            for index, v in self.copies
+        )
+        return OpPlan(
+            op_name=self.op_name,
+            graph=graph_name,
+            description=description,
+            inputs=tuple(self.inputs),
+            outputs=tuple(self.outputs),
+            all_symbols=self.symbols(),
+            bindings=self.bindings(),
+            storages=tuple(s for s in self.storage.values() if isinstance(s, Storage)),
+            temps=tuple(s for s in self.storage.values() if isinstance(s, Temp)),
+            steps=self.steps(),
+            copies=copies,
+            kernels=_kernels(self.compiled, sources),
+        )
+
+
+def _output_buffers(graph: KernelGraph, views, builder: _OpBuilder, first_output: int) -> None:
     """Let each dense output own its buffer (the kernels write the TF output in place); copy the rest."""
     owned = set()
     for j, view in enumerate(views):
         out_index = first_output + j
-        sizes = builder.outputs[out_index]["shape_sizes"]
+        sizes = builder.outputs[out_index].shape
         buf = next((b for b in graph.buffers if b.name == view.base), None)
         if (
             buf is not None
@@ -262,36 +549,14 @@ def _output_buffers(graph: KernelGraph, views, builder: _OpBuilder, first_output
             and parse(buf.numel) == parse(_numel(sizes))
         ):
             owned.add(view.base)
-            builder.storage[view.base] = {
-                "var": f"p_{view.base}",
-                "kind": "output",
-                "index": out_index,
-            }
+            builder.bind(view.base, "output", out_index)
         else:
             if not _is_dense(View(view.base, view.dtype, view.sizes, view.strides, "0"), sizes):
                 raise UnsupportedError(
                     f"{builder.op_name}: output {j} is a strided view of another tensor; "
                     "return a fresh tensor (e.g. .contiguous() or .clone())"
                 )
-            builder.copies.append(
-                {
-                    "output": out_index,
-                    "bytes": to_cpp(parse(f"({_numel(sizes)})*" f"{ELEMENT_SIZE[view.dtype]}")),
-                    "src": view,
-                }
-            )
-    return owned
-
-
-def _finish(builder: _OpBuilder, graph: KernelGraph) -> dict:
-    """Every buffer not yet an input or output is a temporary; resolve the copies; render."""
-    for buf in graph.buffers:
-        if buf.name not in builder.storage:
-            builder.storage[buf.name] = {"var": f"p_{buf.name}", "kind": "temp"}
-    for copy in builder.copies:
-        if isinstance(copy["src"], View):
-            copy["src"] = builder.pointer(copy["src"])
-    return builder.render_dict()
+            builder.copies.append((out_index, view))
 
 
 def _input_order(capture: Capture, tensor_inputs) -> list[int]:
@@ -305,8 +570,8 @@ def _input_order(capture: Capture, tensor_inputs) -> list[int]:
     return order
 
 
-def plan_forward(capture: Capture, compiled: dict) -> tuple[dict, list[dict]]:
-    """The forward op, and the residuals it outputs for the backward op."""
+def _plan_forward(capture: Capture, compiled: dict):
+    """The forward op builder, its residuals, and how each saved tensor reaches the backward op."""
     graph = capture.forward
     b = _OpBuilder(capture, f"{capture.name}Fwd", graph, compiled)
     tensor_inputs = [i for i in graph.inputs if i.kind == "tensor"]
@@ -314,16 +579,16 @@ def plan_forward(capture: Capture, compiled: dict) -> tuple[dict, list[dict]]:
     for spec in capture.inputs:
         b.add_input(spec.name, spec.dtype, spec.sizes, "input")
     for gi, param in zip(tensor_inputs, order):
-        b.storage[gi.name] = {"var": f"p_{gi.name}", "kind": "input", "index": param}
-        b.inputs[param]["aligned"] = gi.aligned
+        b.bind(gi.name, "input", param)
+        b.mark_aligned(param, gi.aligned)
     n_user = len(capture.outputs)
     for spec in capture.outputs:
         b.add_output(spec.name, spec.dtype, spec.sizes, "output")
     _output_buffers(graph, graph.outputs[:n_user], b, 0)
 
-    # Saved tensors: name -> how the backward op gets them.
-    residuals: list[dict] = []
-    saved_sources = {}
+    # Saved tensors: name -> (how the backward op gets them, the view it reads).
+    residuals: list[Residual] = []
+    saved_sources: dict[str, tuple[Source, View]] = {}
     input_index = {gi.name: param for gi, param in zip(tensor_inputs, order)}
     for name, index in capture.saved.items():
         view = graph.outputs[index]
@@ -331,31 +596,24 @@ def plan_forward(capture: Capture, compiled: dict) -> tuple[dict, list[dict]]:
             continue  # a saved size symbol: the backward binds it from shapes
         if view.base in input_index:
             saved_sources[name] = (Source("input", input_index[view.base]), view)
-        elif b.storage.get(view.base, {}).get("kind") == "output":
-            saved_sources[name] = (Source("output", b.storage[view.base]["index"]), view)
+        elif b.storage_kind(view.base) == "output":
+            saved_sources[name] = (Source("output", b.storage[view.base].index), view)
         else:
-            existing = next((r for r in residuals if r["buffer"] == view.base), None)
+            existing = next((r for r in residuals if r.buffer == view.base), None)
             if existing is None:
                 buf = graph.buffer(view.base)
-                existing = {
-                    "buffer": view.base,
-                    "index": len(residuals),
-                    "dtype": buf.dtype,
-                    "numel": buf.numel,
-                }
+                existing = Residual(view.base, len(residuals), buf.dtype, buf.numel)
                 residuals.append(existing)
                 out = b.add_output(
-                    f"residual_{existing['index']}", buf.dtype, (buf.numel,), "residual"
+                    f"residual_{existing.index}", buf.dtype, (buf.numel,), "residual"
                 )
-                b.storage[view.base] = {"var": f"p_{view.base}", "kind": "output", "index": out}
-            saved_sources[name] = (Source("residual", existing["index"]), view)
-    data = _finish(b, graph)
-    data["saved_sources"] = saved_sources
-    data["num_user_outputs"] = n_user
-    return data, residuals
+                b.bind(view.base, "output", out)
+            saved_sources[name] = (Source("residual", existing.index), view)
+    return b, residuals, saved_sources
 
 
-def plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residuals) -> dict:
+def _plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residuals):
+    """The backward op builder, and which backward output is the gradient of each forward input."""
     graph = capture.backward
     b = _OpBuilder(capture, f"{capture.name}Bwd", graph, compiled)
     sources: dict[Source, int] = {}
@@ -365,58 +623,74 @@ def plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residua
             return sources[source]
         if source.kind == "input":
             spec = capture.inputs[source.index]
-            index = b.add_input(spec.name, spec.dtype, spec.sizes, "input")
+            name, dtype, shape = spec.name, spec.dtype, spec.sizes
         elif source.kind == "output":
             spec = capture.outputs[source.index]
-            index = b.add_input(f"fwd_{spec.name}", spec.dtype, spec.sizes, "output")
+            name, dtype, shape = f"fwd_{spec.name}", spec.dtype, spec.sizes
         elif source.kind == "residual":
             r = residuals[source.index]
-            index = b.add_input(f"residual_{r['index']}", r["dtype"], (r["numel"],), "residual")
+            name, dtype, shape = f"residual_{r.index}", r.dtype, (r.numel,)
         else:
             spec = capture.outputs[source.index]
-            index = b.add_input(f"grad_{spec.name}", spec.dtype, spec.sizes, "tangent")
-        b.inputs[index]["source"] = {"kind": source.kind, "index": source.index}
-        sources[source] = index
-        return index
+            name, dtype, shape = f"grad_{spec.name}", spec.dtype, spec.sizes
+        sources[source] = b.add_input(name, dtype, shape, source.kind, source)
+        return sources[source]
 
     for gi in graph.inputs:
         if gi.kind != "tensor":
             continue
         tangent = re.fullmatch(r"tangents_(\d+)", gi.name)
         if tangent:
-            index = source_input(Source("tangent", int(tangent.group(1)) - 1))
-            b.storage[gi.name] = {"var": f"p_{gi.name}", "kind": "input", "index": index}
+            b.bind(gi.name, "input", source_input(Source("tangent", int(tangent.group(1)) - 1)))
         elif gi.name in saved_sources:
             source, view = saved_sources[gi.name]
-            index = source_input(source)
-            offset = parse(view.offset)
-            b.storage[gi.name] = {
-                "var": f"p_{gi.name}",
-                "kind": "input",
-                "index": index,
-                "offset_bytes": to_cpp(offset * ELEMENT_SIZE[view.dtype]),
-            }
+            offset = to_cpp(parse(view.offset) * ELEMENT_SIZE[view.dtype])
+            b.bind(gi.name, "input", source_input(source), offset)
         else:
             raise UnsupportedError(
                 f"{b.op_name}: cannot tell where backward input {gi.name} comes from"
             )
     # Every size symbol needs an input to be read from.
     for symbol, (k, _dim) in sorted(capture.symbols.items()):
-        if not any(symbol in i["shape_sizes"] for i in b.inputs):
+        if not any(symbol in i.shape for i in b.inputs):
             source_input(Source("input", k))
     # Gradients: one per tensor input of the forward graph, None where there is none.
     tensor_positions = [p for p, i in enumerate(capture.forward.inputs) if i.kind == "tensor"]
     order = _input_order(capture, tensor_positions)
     position_of = {param: p for p, param in zip(tensor_positions, order)}
-    grads, grad_views = [], []
+    gradients: list[int | None] = []
+    grad_views = []
     for k, spec in enumerate(capture.inputs):
         p = position_of[k]
         view = graph.outputs[p] if p < len(graph.outputs) else None
         if isinstance(view, View):
-            b.add_output(f"grad_{spec.name}", spec.dtype, spec.sizes, "grad")
-            grads.append(k)
+            gradients.append(b.add_output(f"grad_{spec.name}", spec.dtype, spec.sizes, "grad"))
             grad_views.append(view)
+        else:
+            gradients.append(None)
     _output_buffers(graph, grad_views, b, 0)
-    data = _finish(b, graph)
-    data["grad_inputs"] = grads
-    return data
+    return b, tuple(gradients)
+
+
+def plan(capture: Capture, compiled: dict) -> ExportPlan:
+    """The typed plan of both ops of `capture`, from its kernels compiled per graph
+    (`compiled["forward"]`, `compiled["backward"]`: kernel name -> KernelBinaries)."""
+    fwd, residuals, saved_sources = _plan_forward(capture, compiled["forward"])
+    n_user = len(capture.outputs)
+    description = (
+        f"Forward of {capture.name}: {len(fwd.inputs)} inputs, {n_user} outputs"
+        + (f" and {len(residuals)} residuals for {capture.name}Bwd" if residuals else "")
+        + "."
+    )
+    forward = fwd.finish("forward", description, capture.kernels["forward"])
+    if capture.backward is None or not capture.backward.launches:
+        return ExportPlan(capture.name, forward, None, tuple(residuals), Wiring(n_user))
+    bwd, gradients = _plan_backward(capture, compiled["backward"], saved_sources, residuals)
+    description = (
+        f"Backward of {capture.name}: gradients of "
+        + ", ".join(o.tf_name.removeprefix("grad_") for o in bwd.outputs)
+        + "."
+    )
+    backward = bwd.finish("backward", description, capture.kernels["backward"])
+    wiring = Wiring(n_user, tuple(i.source for i in backward.inputs), gradients)
+    return ExportPlan(capture.name, forward, backward, tuple(residuals), wiring)

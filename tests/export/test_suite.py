@@ -137,3 +137,40 @@ def test_a_matmul_at_an_unaligned_batch_builds_gpu_less(tmp_path):
     assert result.ops == ["MlpBwd", "MlpFwd"]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["outputs"][0]["sizes"] == ["3", "32"]
+
+
+def test_the_wiring_is_one_record_read_by_the_api_and_the_launch_code(suite_builds, tmp_path):
+    # masked(x, mask): the plan decides how MaskedBwd is fed and whose gradient it returns; the
+    # manifest records that once, the generated TF API renders it, and mirai.launch reads it back.
+    import dataclasses
+    import shutil
+
+    from mirai.errors import MiraiError
+    from mirai.launch import GeneratedFunction
+    from mirai.render.plan import Source, Wiring
+
+    folder = suite_builds[("masked", "static")]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    wiring = Wiring.from_json(manifest["wiring"])
+    assert wiring.num_outputs == 1 and wiring.gradients == (0, None)
+    bwd_inputs = manifest["ops"]["MaskedBwd"]["inputs"]
+    assert [Source(i["source"]["kind"], i["source"]["index"]) for i in bwd_inputs] == list(
+        wiring.backward_inputs
+    )
+    names = ["x", "mask"]
+    expected = wiring.backward_args(names, ["outputs[0]"], ["residuals[0]"], ["grad_outputs[0]"])
+    api = (folder / "masked_api.py").read_text()
+    assert f"_bwd_lib.masked_bwd({', '.join(expected)})" in api
+    assert "return [grads[0], None]" in api
+    assert GeneratedFunction(folder).wiring == wiring
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        wiring.num_outputs = 2  # the plan is frozen
+    # A folder whose manifest lacks the wiring (made by an older mirai) is refused clearly.
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    del manifest["wiring"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(MiraiError, match="no wiring; rebuild"):
+        GeneratedFunction(old)
+    with pytest.raises(MiraiError, match="wiring is malformed"):
+        Wiring.from_json({"num_outputs": 1, "backward_inputs": [["bogus", 0]], "gradients": []})
