@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     import torch
 
     import pffn as example
-    from mirai.launch import GeneratedFunction
+    from mirai.export.launch import GeneratedFunction
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="64,2000,8000")

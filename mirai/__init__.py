@@ -12,8 +12,8 @@ Public surface::
 """
 
 from mirai.errors import MiraiError
-from mirai.decorator import op
-from mirai.build import build
+from mirai.export.decorator import op
+from mirai.export.build import build
 
 __version__ = "0.3.0"
 

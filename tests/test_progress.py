@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from mirai.progress import BuildProgress
+from mirai.export.progress import BuildProgress
 
 
 class Terminal(io.StringIO):

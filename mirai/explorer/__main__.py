@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mirai.explorer.cli import register
+from mirai.cli.serve import register
 
 
 def main(argv: list[str] | None = None) -> int:

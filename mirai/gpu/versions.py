@@ -18,7 +18,7 @@ KNOWN = {
 }
 
 
-# Triton releases whose interpreter the CPU driver (mirai.hostdriver) runs kernels in: it builds on
+# Triton releases whose interpreter the CPU driver (mirai.export.hostdriver) runs kernels in: it builds on
 # the interpreter's internals (TensorHandle, its patched tl namespace) for its libdevice.
 HOST_DRIVER_TRITON = {
     "3.7": "CPU machines: the numeric suite of `make test` (triton 3.7.1)",

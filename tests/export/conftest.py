@@ -109,8 +109,8 @@ def suite_builds(tmp_path_factory) -> dict[tuple[str, str], Path]:
 
 @pytest.fixture(scope="session")
 def host():
-    """One worker for the CPU driver (mirai.hostdriver), shared by the numeric tests."""
-    from mirai.hostdriver import HostRunner
+    """One worker for the CPU driver (mirai.export.hostdriver), shared by the numeric tests."""
+    from mirai.export.hostdriver import HostRunner
 
     with HostRunner() as runner:
         yield runner

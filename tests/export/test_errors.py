@@ -151,7 +151,7 @@ def test_cli_verify_cpu_says_what_is_wrong(tmp_path, capsys, args, message):
 
 
 def test_capture_and_build_refuse_a_hip_target(tmp_path):
-    from mirai.capture import capture
+    from mirai.export.capture import capture
 
     with pytest.raises(MiraiError, match="capture generates CUDA kernels; gfx942 is a hip target"):
         capture(scale, [torch.ones(4), torch.ones(4)], target="hip:gfx942")

@@ -1,7 +1,7 @@
 """Numbers in CI: every generated op computed on the CPU through its own launch code, and checked.
 
 The generated `_launch.h` runs unchanged against mirai's CPU stand-in for the CUDA driver, which
-interprets each launched kernel's Triton source (mirai.hostdriver). Every function of
+interprets each launched kernel's Triton source (mirai.export.hostdriver). Every function of
 examples/suite.py and the seed's pffn (at small sizes) is compared, forward and every gradient, with
 the function in float64: static builds at their own batch, and dynamic builds at two batches from one
 binary. The break tests show that the check catches a wrong plan.
@@ -20,9 +20,9 @@ import pytest
 
 import mirai
 from mirai.errors import MiraiError
-from mirai.launch import OpError
+from mirai.export.launch import OpError
 from mirai.gpu.precision import ARITHMETIC_TOLERANCE as TOLERANCE
-from mirai.verify import table, tolerance, verify
+from mirai.export.verify import table, tolerance, verify
 from tests.export.conftest import EXAMPLES, SUITE_BATCH
 
 sys.path.insert(0, str(EXAMPLES))

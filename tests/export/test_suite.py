@@ -78,7 +78,7 @@ def test_input_order_follows_the_signature_not_first_use(suite_builds):
 
 
 def test_launch_code_refuses_wrong_shapes_without_a_gpu(suite_builds):
-    from mirai.launch import GeneratedOp, OpError
+    from mirai.export.launch import GeneratedOp, OpError
 
     static = GeneratedOp(suite_builds[("gather_scale", "static")], "GatherScaleFwd")
     dynamic = GeneratedOp(suite_builds[("gather_scale", "dynamic")], "GatherScaleFwd")
@@ -141,13 +141,13 @@ def test_a_matmul_at_an_unaligned_batch_builds_gpu_less(tmp_path):
 
 def test_the_wiring_is_one_record_read_by_the_api_and_the_launch_code(suite_builds, tmp_path):
     # masked(x, mask): the plan decides how MaskedBwd is fed and whose gradient it returns; the
-    # manifest records that once, the generated TF API renders it, and mirai.launch reads it back.
+    # manifest records that once, the generated TF API renders it, and mirai.export.launch reads it back.
     import dataclasses
     import shutil
 
     from mirai.errors import MiraiError
-    from mirai.launch import GeneratedFunction
-    from mirai.render.plan import Source, Wiring
+    from mirai.export.launch import GeneratedFunction
+    from mirai.export.plan import Source, Wiring
 
     folder = suite_builds[("masked", "static")]
     manifest = json.loads((folder / "manifest.json").read_text())

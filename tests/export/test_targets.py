@@ -12,9 +12,9 @@ import sys
 import pytest
 
 import mirai
-from mirai.compile import compile_all
+from mirai.export.compile import compile_all
 from mirai.errors import CompileError, MiraiError
-from mirai.launch import GeneratedOp
+from mirai.export.launch import GeneratedOp
 from mirai.gpu.targets import capture_target, get_target, parse_targets
 from tests.export.conftest import EXAMPLES, run, tf_check, without_cuda_env
 
@@ -132,7 +132,7 @@ def test_a_new_architecture_is_one_registry_entry(monkeypatch, tmp_path, host):
     # sm_100 is not registered: one entry (here a test's, with sm_90's properties) lets mirai build
     # for it GPU-less, and the generated launch code picks its cubin and computes right on the CPU
     from mirai.gpu import targets
-    from mirai.verify import verify
+    from mirai.export.verify import verify
 
     sys.path.insert(0, str(EXAMPLES))
     from pffn import pffn, sample_inputs

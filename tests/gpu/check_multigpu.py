@@ -44,7 +44,7 @@ def check_on(
     import torch
 
     import pffn as example
-    from mirai.launch import GeneratedFunction
+    from mirai.export.launch import GeneratedFunction
 
     dev = torch.device("cuda", device)
     fn = GeneratedFunction(directory)
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     if count == 0:
         print("check_multigpu: no CUDA device", file=sys.stderr)
         return 2
-    from mirai.verify import tolerance
+    from mirai.export.verify import tolerance
 
     tol = max(
         tolerance(json.loads((args.builds / b / "manifest.json").read_text()))

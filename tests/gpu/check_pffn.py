@@ -36,8 +36,8 @@ NAMES = ["output", "inputs", "w_gate", "b_gate", "w_up", "b_up", "w_down", "b_do
 
 
 def dir_tolerance(directory: Path) -> float:
-    """What the build's kernels compute decides its tolerance (mirai.verify.tolerance)."""
-    from mirai.verify import tolerance
+    """What the build's kernels compute decides its tolerance (mirai.export.verify.tolerance)."""
+    from mirai.export.verify import tolerance
 
     return tolerance(json.loads((Path(directory) / "manifest.json").read_text()))
 
@@ -62,7 +62,7 @@ def check_dir(directory: Path, batch: int, seed: int) -> dict:
     import torch
 
     import pffn as example
-    from mirai.launch import GeneratedFunction
+    from mirai.export.launch import GeneratedFunction
 
     fn = GeneratedFunction(directory)
     inputs = example.sample_inputs(batch, device="cuda")
@@ -121,7 +121,7 @@ def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
     import torch
 
     import pffn as example
-    from mirai.launch import GeneratedFunction
+    from mirai.export.launch import GeneratedFunction
     from refusals import refusals
 
     fn = GeneratedFunction(directory)

@@ -12,7 +12,7 @@ On a machine without a GPU, make those builds to carry over:
 Each function is built static at every batch size of --batches and dynamic once; a GPU-less
 preparation also adds a dynamic build for --ptx-target alone, whose cubins do not fit a newer GPU, so
 the driver compiles its PTX (the fallback path). Every build is run through the generated launch code
-(forward and every gradient) against the function in float64 PyTorch (`mirai.verify`): static builds
+(forward and every gradient) against the function in float64 PyTorch (`mirai.export.verify`): static builds
 at their own shapes, dynamic ones at every batch size. The table records which binary each build's
 kernels loaded on this GPU. Wrong shapes are checked to come back as InvalidArgument. Results go to
 --results as JSON and Markdown; exit status 1 if any error exceeds its precision's tolerance.
@@ -83,7 +83,7 @@ def make_builds(out: Path, plan: Plan, gpu: bool) -> None:
 
 def loaded_binaries(directory: Path, cc: int) -> str:
     """What this GPU loads for the build's kernels, e.g. "cubin sm_90a" or "PTX sm_80"."""
-    from mirai.launch import GeneratedFunction
+    from mirai.export.launch import GeneratedFunction
 
     fn = GeneratedFunction(directory)
     ops = [fn.forward] + ([fn.backward] if fn.backward is not None else [])
@@ -95,7 +95,7 @@ def bad_inputs(directory: Path, samples, batch: int, dynamic: bool) -> dict:
     """Wrong rank and wrong sizes must come back as InvalidArgument (code 1), never a crash."""
     import torch
 
-    from mirai.launch import GeneratedFunction
+    from mirai.export.launch import GeneratedFunction
     from refusals import refusals
 
     fn = GeneratedFunction(directory)
@@ -118,7 +118,7 @@ def build_interfaces(folders) -> None:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from mirai.launch import build_capi
+    from mirai.export.launch import build_capi
 
     jobs = [
         (folder, op)
@@ -132,7 +132,7 @@ def build_interfaces(folders) -> None:
 def verify_builds(root: Path, plan: Plan) -> dict:
     import torch
 
-    from mirai.verify import verify
+    from mirai.export.verify import verify
     from suite import SUITE
 
     major, minor = torch.cuda.get_device_capability()

@@ -8,7 +8,7 @@ def refusals(fn, cases: dict) -> dict:
     "accepted" where the op ran. A crash would end the check, which is the point."""
     import torch
 
-    from mirai.launch import OpError
+    from mirai.export.launch import OpError
 
     seen = {}
     for case, inputs in cases.items():

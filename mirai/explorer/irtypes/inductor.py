@@ -1,7 +1,7 @@
 """inductor_output_code: what torch.compile (Inductor) generates for a CUDA target, GPU-less: the
 forward and backward wrapper modules with their Triton kernels, per model.
 
-The capture itself belongs to the export face (`mirai.capture.inductor_output_code`); this module only
+The capture itself belongs to the export face (`mirai.export.capture.inductor_output_code`); this module only
 adapts the request's models to it.
 """
 
@@ -18,11 +18,11 @@ GRAPH_NAMES = ("forward", "backward")
 def capture_function():
     """mirai's GPU-less Inductor capture, or a clear error when this build of mirai lacks it."""
     try:
-        from mirai.capture import inductor_output_code
+        from mirai.export.capture import inductor_output_code
     except ImportError as err:
         raise ExplorerError(
             "inductor_output_code is not available in this build of mirai",
-            f"mirai.capture.inductor_output_code could not be imported: {err}",
+            f"mirai.export.capture.inductor_output_code could not be imported: {err}",
         ) from None
     return inductor_output_code
 

@@ -30,7 +30,7 @@ def as_op(item: Explored) -> tuple[object, list]:
     after the example inputs (`torch.func.functional_call`); buffers get no gradient.
     """
     import torch
-    from mirai.decorator import Op, op
+    from mirai.export.decorator import Op, op
 
     if isinstance(item.model, Op):
         return item.model, list(item.inputs)
@@ -63,7 +63,7 @@ def _identifier(name: str) -> str:
 
 def ops_of(ctx: Context) -> list[tuple[object, list]]:
     """(op, sample inputs) for each thing to export, in order."""
-    from mirai.decorator import Op
+    from mirai.export.decorator import Op
 
     run = user_run(ctx)
     if not run.explored:

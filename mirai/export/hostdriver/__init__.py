@@ -13,6 +13,6 @@ the compiled binary itself (PTX/cubin codegen) and GPU timing: those need a GPU.
 - `runner` (`HostRunner`) and `worker`: a process of its own for that, driven from any process.
 """
 
-from mirai.hostdriver.runner import HostRunner
+from mirai.export.hostdriver.runner import HostRunner
 
 __all__ = ["HostRunner"]

@@ -3,7 +3,7 @@
 Two ways, one result:
 - on a machine with a CUDA GPU, real torch.compile (max-autotune) in this process;
 - without one, GPU-less in a worker process that makes a CPU-only torch believe the named target exists
-  (mirai.capture.gpuless); kernel configurations then come from heuristics instead of measurements.
+  (mirai.export.capture.gpuless); kernel configurations then come from heuristics instead of measurements.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 from mirai.errors import CaptureError, MiraiError
 from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
 from mirai.gpu.precision import get as get_precision
-from mirai.graph import Capture
+from mirai.export.graph import Capture
 from mirai.gpu.targets import Target, get_target
 
 
@@ -48,7 +48,7 @@ def capture(
     >>> [launch.kernel for launch in cap.forward.launches]  # doctest: +SKIP
     """
     from mirai.gpu import versions
-    from mirai.capture.trace import trace
+    from mirai.export.capture.trace import trace
 
     found = versions.check()
     tgt = target if isinstance(target, Target) else get_target(target)
@@ -60,7 +60,7 @@ def capture(
     precision = get_precision(precision).name
     traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
     if use_gpu(gpu):
-        from mirai.capture.core import capture_graphs
+        from mirai.export.capture.core import capture_graphs
 
         result = capture_graphs(traced, tgt, precision, gpu=True, name=op.name)
     else:
@@ -89,7 +89,7 @@ def _capture_in_worker(
         env.setdefault("TRITON_CACHE_DIR", os.path.join(tmp, "triton"))
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "mirai.capture.worker", request, result_path],
+                [sys.executable, "-m", "mirai.export.capture.worker", request, result_path],
                 env=env,
                 capture_output=True,
                 text=True,

@@ -59,7 +59,7 @@ def summary(manifest: dict) -> list[str]:
 
 
 def run(args) -> int:
-    from mirai.launch import GeneratedOp
+    from mirai.export.launch import GeneratedOp
 
     directory = Path(args.generated)
     path = directory / "manifest.json"

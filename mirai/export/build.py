@@ -74,11 +74,11 @@ def build(
     >>> result.ops  # doctest: +SKIP
     ['PffnBwd', 'PffnFwd']
     """
-    from mirai.capture import capture, use_gpu
-    from mirai.compile import CompileOptions, compile_all
-    from mirai.decorator import Op
-    from mirai.progress import BuildProgress
-    from mirai.render import render
+    from mirai.export.capture import capture, use_gpu
+    from mirai.export.compile import CompileOptions, compile_all
+    from mirai.export.decorator import Op
+    from mirai.export.progress import BuildProgress
+    from mirai.export.render import render
     from mirai.gpu.targets import capture_target, parse_targets
 
     if not isinstance(fn, Op):

@@ -31,7 +31,7 @@ POINTER_DTYPES = {
     "u8": "uint8",
     "i1": "bool",
 }
-# How the launch code stores each scalar: the C type the plan gives it (mirai.render.plan), read back.
+# How the launch code stores each scalar: the C type the plan gives it (mirai.export.plan), read back.
 _CTYPES = {
     "int8_t": ctypes.c_int8,
     "int16_t": ctypes.c_int16,
@@ -48,7 +48,7 @@ _CTYPES = {
 
 def read_scalar(address: int, ty: str):
     """The value of Triton type `ty` that the launch code stored at `address`."""
-    from mirai.render.plan import SCALAR_CTYPE
+    from mirai.export.plan import SCALAR_CTYPE
 
     raw = _CTYPES[SCALAR_CTYPE[ty]].from_address(address).value
     if ty == "fp16":
@@ -154,7 +154,7 @@ class Interpreter:
     def _load(self, ref: KernelRef):
         from mirai.gpu.kernels import load_kernel_module
         from mirai.gpu.offline import offline_triton
-        from mirai.hostdriver import libdevice
+        from mirai.export.hostdriver import libdevice
         from mirai.gpu.targets import compile_target
 
         path = ref.source_path

@@ -10,7 +10,7 @@ Decisions live here, not in the templates:
   output, or as a residual: a flat output holding a buffer the backward reads);
 - how each size symbol is bound from input shapes, and what is checked at run time.
 
-The renderer, the generated Python API (through `Wiring.pick`) and `mirai.launch` (through the
+The renderer, the generated Python API (through `Wiring.pick`) and `mirai.export.launch` (through the
 manifest's `wiring`) all read the forward/backward wiring from `Wiring`; nothing else decides it.
 
 >>> w = Wiring(num_outputs=1, backward_inputs=(Source("input", 0), Source("tangent", 0)),
@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field, fields
 
 from mirai.errors import MiraiError, UnsupportedError
-from mirai.graph import Capture, KernelBinaries, KernelGraph, View
-from mirai.symbolic import free_symbols, parse, to_cpp
+from mirai.export.graph import Capture, KernelBinaries, KernelGraph, View
+from mirai.export.symbolic import free_symbols, parse, to_cpp
 
 ELEMENT_SIZE = {
     "float32": 4,

@@ -6,8 +6,8 @@ stream, allocating outputs and temporaries with torch's allocator. GPU tests and
 so they test exactly what TensorFlow runs.
 
 With `host=True` the same launch code runs on CPU tensors against mirai's CPU stand-in for the CUDA
-driver (mirai.hostdriver), which interprets every launched kernel: that needs a process started with
-TRITON_INTERPRET=1, which `mirai.hostdriver.HostRunner` provides.
+driver (mirai.export.hostdriver), which interprets every launched kernel: that needs a process started with
+TRITON_INTERPRET=1, which `mirai.export.hostdriver.HostRunner` provides.
 
     >>> fwd = GeneratedOp("generated", "PffnFwd")  # doctest: +SKIP
     >>> outputs = fwd(inputs)             # list of torch tensors  # doctest: +SKIP
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mirai import process
 from mirai.errors import MiraiError
-from mirai.render.plan import Wiring
+from mirai.export.plan import Wiring
 
 ALLOCATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
@@ -78,7 +78,7 @@ class GeneratedOp:
         manifest = json.loads((self.directory / "manifest.json").read_text())
         self.spec = manifest["ops"][op]
         if host:
-            from mirai.hostdriver import driver
+            from mirai.export.hostdriver import driver
 
             self._driver = driver.get()
             self._driver.index.add_directory(self.directory)

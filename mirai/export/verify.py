@@ -5,7 +5,7 @@ inputs and upstream gradients. Errors are relative by norm: ||got - ref|| / ||re
 
 On a GPU (`device="cuda"`) the launch code runs the compiled kernels. With `device="cpu"` it runs,
 unchanged, against mirai's CPU stand-in for the CUDA driver, which interprets each launched kernel's
-Triton source (mirai.hostdriver). The tolerance follows what the kernels compute where they run
+Triton source (mirai.export.hostdriver). The tolerance follows what the kernels compute where they run
 (`tolerance`).
 
     >>> rows = verify(pffn, sample_inputs, "generated", batches=[64, 2000])  # doctest: +SKIP
@@ -69,7 +69,7 @@ def verify(
     op, samples, directory, batches=None, seed: int = 0, device: str = "cuda", runner=None
 ) -> list[Row]:
     """Compare the generated ops in `directory` with `op` at each batch size, on `device` ("cuda",
-    or "cpu" for the CPU driver; `runner` is a mirai.hostdriver.HostRunner to reuse)."""
+    or "cpu" for the CPU driver; `runner` is a mirai.export.hostdriver.HostRunner to reuse)."""
     import torch
 
     if device not in ("cuda", "cpu"):
@@ -87,12 +87,12 @@ def verify(
     elif not batches:
         batches = [None]
     if device == "cuda":
-        from mirai.launch import GeneratedFunction
+        from mirai.export.launch import GeneratedFunction
 
         function = GeneratedFunction(directory)
         run = function.forward_backward
     else:
-        from mirai.hostdriver import HostRunner
+        from mirai.export.hostdriver import HostRunner
 
         own = runner is None
         runner = runner or HostRunner()

@@ -15,8 +15,8 @@ import traceback
 from pathlib import Path
 
 from mirai.errors import MiraiError
-from mirai.hostdriver.kernels import Interpreter, KernelIndex, KernelRef
-from mirai.native import build_library
+from mirai.export.hostdriver.kernels import Interpreter, KernelIndex, KernelRef
+from mirai.export.native import build_library
 
 SOURCE = Path(__file__).with_name("native") / "libcuda_host.cc"
 LOAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
@@ -65,7 +65,7 @@ class HostDriver:
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise MiraiError(
                 "the CPU driver runs kernels in Triton's interpreter: start the process with "
-                "TRITON_INTERPRET=1 (mirai.hostdriver.HostRunner does)"
+                "TRITON_INTERPRET=1 (mirai.export.hostdriver.HostRunner does)"
             )
         self.lib = ctypes.CDLL(str(build()), mode=ctypes.RTLD_GLOBAL)
         seen = ctypes.CDLL("libcuda.so.1")

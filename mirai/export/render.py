@@ -20,8 +20,8 @@ from pathlib import Path
 
 import jinja2
 
-from mirai.graph import Capture
-from mirai.render.plan import ExportPlan, OpPlan, plan, py_op_name
+from mirai.export.graph import Capture
+from mirai.export.plan import ExportPlan, OpPlan, plan, py_op_name
 
 TEMPLATES = Path(__file__).with_name("templates")
 

@@ -6,7 +6,7 @@ render  -> files
 
 Sizes, strides, offsets and launch arguments are kept as strings of sympy expressions over the
 graph's size symbols (e.g. "s0", "256*s0"), so every value here is plain data: it pickles, compares and
-prints deterministically. `mirai.symbolic` turns the strings back into expressions.
+prints deterministically. `mirai.export.symbolic` turns the strings back into expressions.
 """
 
 from __future__ import annotations

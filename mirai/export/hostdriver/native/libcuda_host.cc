@@ -4,7 +4,7 @@
 //
 // "Device" memory is host memory: copies are plain memcpy, run at once (every
 // stream is synchronous). Module loads and kernel launches go to callbacks that the host side
-// (mirai.hostdriver) registers: it identifies each loaded image and runs the launched kernel's
+// (mirai.export.hostdriver) registers: it identifies each loaded image and runs the launched kernel's
 // Triton source in Triton's interpreter over the argument values the launch code passed.
 #include <cstdint>
 #include <cstring>

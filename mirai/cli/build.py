@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mirai.commands import load_user_module
+from mirai.cli.usermodule import load_user_module
 from mirai.errors import MiraiError
 from mirai.gpu import precision
 

@@ -1,6 +1,6 @@
-"""The GPU-less capture worker: `python -m mirai.capture.worker REQUEST RESULT`.
+"""The GPU-less capture worker: `python -m mirai.export.capture.worker REQUEST RESULT`.
 
-A fresh process that loads the fake-CUDA shim before torch (see mirai.capture.gpuless), captures one
+A fresh process that loads the fake-CUDA shim before torch (see mirai.export.capture.gpuless), captures one
 trace for one target and writes the Capture, or the error, as a pickle. Keeping this in its own process
 keeps the patched torch away from the user's process.
 """
@@ -17,11 +17,11 @@ def main(argv: list[str]) -> int:
     with open(request_path, "rb") as f:
         request = pickle.load(f)
     try:
-        from mirai.capture import gpuless
+        from mirai.export.capture import gpuless
 
         target = request["target"]  # a mirai.gpu.targets.Target
         gpuless.activate(target)
-        from mirai.capture.core import capture_graphs
+        from mirai.export.capture.core import capture_graphs
 
         result = {
             "capture": capture_graphs(

@@ -18,7 +18,7 @@ import types
 import sympy
 
 from mirai.errors import CaptureError, UnsupportedError
-from mirai.graph import (
+from mirai.export.graph import (
     Buffer,
     GraphInput,
     KernelArg,
@@ -28,7 +28,7 @@ from mirai.graph import (
     View,
 )
 from mirai.gpu.kernels import load_kernel
-from mirai.symbolic import expr_str
+from mirai.export.symbolic import expr_str
 
 
 def dtype_name(dtype) -> str:

@@ -1,4 +1,4 @@
-"""The `mirai` command line: each subcommand lives in its own module and registers itself here.
+"""The `mirai` command line: each subcommand lives in a module of this package, listed in SUBCOMMANDS.
 
 mirai build examples/pffn.py --target sm_80,sm_90
 mirai inspect generated --arch sm_86
@@ -8,26 +8,26 @@ mirai serve --port 8000
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-# Subcommand name -> module with `register(subparsers)`; the module's parser sets `func`.
-SUBCOMMANDS = {
-    "build": "mirai.commands.build",
-    "verify": "mirai.commands.verify",
-    "inspect": "mirai.commands.inspect",
-    "serve": "mirai.explorer.cli",
-}
+from mirai.cli import build, inspect, serve, verify
+
+# Each module's `register(subparsers)` adds its subcommand, whose parser sets `func`; a new
+# subcommand is one module and one entry here.
+SUBCOMMANDS = (build, verify, inspect, serve)
 
 
 def make_parser() -> argparse.ArgumentParser:
     from mirai import __version__
 
-    parser = argparse.ArgumentParser(prog="mirai", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="mirai",
+        description="Export PyTorch functions as framework ops built from Triton kernels, and explore every IR on the way.",
+    )
     parser.add_argument("--version", action="version", version=f"mirai {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module in SUBCOMMANDS.items():
-        importlib.import_module(module).register(sub)
+    for module in SUBCOMMANDS:
+        module.register(sub)
     return parser
 
 
@@ -40,7 +40,3 @@ def main(argv: list[str] | None = None) -> int:
     except MiraiError as err:
         print(f"mirai {args.command}: error: {err}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

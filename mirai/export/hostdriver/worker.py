@@ -1,7 +1,7 @@
 """The worker process of `HostRunner`: runs generated ops on the CPU driver, one request at a time.
 
-Started as `python -m mirai.hostdriver.worker` with TRITON_INTERPRET=1. Requests and answers travel on
-its stdin and a private copy of its stdout (mirai.hostdriver.protocol); anything else the process
+Started as `python -m mirai.export.hostdriver.worker` with TRITON_INTERPRET=1. Requests and answers travel on
+its stdin and a private copy of its stdout (mirai.export.hostdriver.protocol); anything else the process
 prints goes to stderr, so a library's message cannot corrupt an answer.
 """
 
@@ -12,8 +12,8 @@ import sys
 
 
 def _serve(inp, out) -> None:
-    from mirai.hostdriver import driver, protocol
-    from mirai.launch import GeneratedFunction, GeneratedOp, OpError
+    from mirai.export.hostdriver import driver, protocol
+    from mirai.export.launch import GeneratedFunction, GeneratedOp, OpError
 
     functions: dict[str, GeneratedFunction] = {}
     ops: dict[tuple[str, str], GeneratedOp] = {}

@@ -1,6 +1,6 @@
 """Capture proper: compile a trace's graph for CUDA with Inductor and read both graphs as data.
 
-Runs in whatever process has a CUDA device (real or GPU-less, see mirai.capture.gpuless). Inputs are
+Runs in whatever process has a CUDA device (real or GPU-less, see mirai.export.capture.gpuless). Inputs are
 fake tensors with symbolic sizes for the dynamic dimensions, so one compilation serves every size. On a
 real GPU the compiled function then runs once, forward and backward, on random data of the sample
 shapes: that is when Inductor's autotuner picks each kernel's configuration, which capture records.
@@ -12,12 +12,12 @@ import pickle
 
 import sympy
 
-from mirai.capture.inductor import GraphRecord, compile_graphs
-from mirai.capture.trace import Trace
-from mirai.capture.wrapper import interpret
+from mirai.export.capture.inductor import GraphRecord, compile_graphs
+from mirai.export.capture.trace import Trace
+from mirai.export.capture.wrapper import interpret
 from mirai.errors import CaptureError
-from mirai.graph import Capture, GraphInput
-from mirai.symbolic import expr_str
+from mirai.export.graph import Capture, GraphInput
+from mirai.export.symbolic import expr_str
 from mirai.gpu.targets import Target
 
 
@@ -110,7 +110,7 @@ def real_inputs(trace: Trace, seed: int = 0) -> list:
 
 
 def _concrete(text: str, hints: dict) -> int:
-    from mirai.symbolic import evaluate
+    from mirai.export.symbolic import evaluate
 
     return evaluate(text, hints)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
-from mirai.decorator import Op
+from mirai.export.decorator import Op
 from mirai.errors import CaptureError, MiraiError, UnsupportedError
-from mirai.graph import TensorSpec
-from mirai.symbolic import expr_str
+from mirai.export.graph import TensorSpec
+from mirai.export.symbolic import expr_str
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "bool")
 

@@ -20,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mirai.commands import load_user_module
+from mirai.cli.usermodule import load_user_module
 from mirai.errors import MiraiError
 
 
@@ -86,7 +86,7 @@ def _manifest(directory: Path) -> dict:
 
 
 def run(args) -> int:
-    from mirai.verify import table, verify
+    from mirai.export.verify import table, verify
 
     directory, op, samples = _reference(args)
     try:

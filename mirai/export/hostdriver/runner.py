@@ -18,8 +18,8 @@ import sys
 import tempfile
 
 from mirai.errors import MiraiError
-from mirai.hostdriver import protocol
-from mirai.launch import OpError
+from mirai.export.hostdriver import protocol
+from mirai.export.launch import OpError
 
 
 class HostRunner:
@@ -40,7 +40,7 @@ class HostRunner:
             self._log = tempfile.TemporaryFile()
             env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "mirai.hostdriver.worker"],
+                [sys.executable, "-m", "mirai.export.hostdriver.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._log,

@@ -1,7 +1,7 @@
 """Small native libraries that mirai compiles itself with g++, cached by what goes into them.
 
-Two live here: the GPU-less capture shim (mirai/capture/native) and the CPU stand-in for the CUDA
-driver (mirai/hostdriver/native). Each is built once per source and flags into the cache folder
+Two live here: the GPU-less capture shim (mirai/export/capture/native) and the CPU stand-in for the CUDA
+driver (mirai/export/hostdriver/native). Each is built once per source and flags into the cache folder
 (`MIRAI_CACHE_DIR`, else `$XDG_CACHE_HOME/mirai`, else `~/.cache/mirai`), atomically, so concurrent
 processes never load a half-written file.
 

@@ -1,4 +1,4 @@
-"""Subcommands of the `mirai` command line, and what they share."""
+"""What the subcommands share: importing the user's Python file that defines the op."""
 
 from __future__ import annotations
 

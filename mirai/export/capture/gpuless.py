@@ -28,7 +28,7 @@ from pathlib import Path
 
 from mirai.errors import CaptureError
 from mirai.gpu import offline
-from mirai.native import build_library
+from mirai.export.native import build_library
 from mirai.gpu.targets import Target
 
 SHIM_SOURCE = Path(__file__).with_name("native") / "fake_cuda.cc"

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from mirai.errors import CompileError
-from mirai.graph import CompiledKernel, KernelBinaries, KernelSource
+from mirai.export.graph import CompiledKernel, KernelBinaries, KernelSource
 from mirai.gpu.targets import Target
 
 
