@@ -18,7 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from mirai.explorer.errors import ExplorerError, error_response
 from mirai.explorer.jobs import JobStore
 from mirai.explorer.permalinks_store import PermalinkStore
-from mirai.explorer.routes import routers
+from mirai.explorer.routes import ROUTERS
 from mirai.explorer.routes.meta import version_string
 from mirai.explorer.service import Explorer
 from mirai.explorer.settings import Settings
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"]
     )
     _add_error_handlers(app)
-    for router in routers():
+    for router in ROUTERS:
         app.include_router(router)
     _add_page(app, settings)
     return app

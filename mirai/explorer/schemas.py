@@ -129,18 +129,40 @@ class JobStatus(BaseModel):
     result: dict | None = None
 
 
+class TargetChoiceInfo(BaseModel):
+    """The GPU target an IR type takes: `target` (or the alias `field`) names one of the server's
+    `targets` whose backend is in `backends`; without it the IR type compiles for `default`."""
+
+    field: Literal["triton_target", "cuda_target"]
+    default: str
+    backends: list[str]
+
+
 class IRTypeInfo(BaseModel):
     name: str
-    family: str
+    family: str = Field(description="the guide's group: pytorch | triton | raw")
     description: str
+    label: str = Field(description="a short name for a menu")
+    syntax: Literal["mlir", "llvm", "ptx", "asm", "python", "cpp", "text"] = Field(
+        description="how the text is highlighted"
+    )
+    languages: list[str] = Field(description="the selected_language values this IR type serves")
+    default_for: list[str] = Field(
+        description="the languages for which a client shows this IR type first"
+    )
+    target: TargetChoiceInfo | None = Field(
+        description="the GPU target this IR type takes, or null when it takes none"
+    )
 
 
 class TargetInfo(BaseModel):
-    """A registered GPU target (mirai.gpu.targets); `target` takes its name or triton_target."""
+    """A registered GPU target (mirai.gpu.targets). `target` takes its name; `triton_target` and
+    `cuda_target` are its value in those alias fields (null: the field does not take it)."""
 
     name: str
     backend: str
     triton_target: str
+    cuda_target: str | None
     device: str
 
 

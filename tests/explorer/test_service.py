@@ -60,6 +60,70 @@ def test_ir_types_lists_everything(server):
     )
 
 
+def test_ir_types_serve_what_a_client_shows(server):
+    body = server.get("/ir_types").json()
+    types = {t["name"]: t for t in body["ir_types"]}
+    for t in types.values():
+        assert t["label"] and t["syntax"] in ("mlir", "llvm", "ptx", "asm", "python", "cpp", "text")
+        assert set(t["languages"]) <= set(body["languages"])
+        assert set(t["default_for"]) <= set(t["languages"])
+    assert types["torch_mlir"] == {
+        "name": "torch_mlir",
+        "family": "pytorch",
+        "description": types["torch_mlir"]["description"],
+        "label": "Torch MLIR",
+        "syntax": "mlir",
+        "languages": ["pytorch"],
+        "default_for": ["pytorch"],
+        "target": None,
+    }
+    assert types["llvm_ir"]["syntax"] == "llvm" and types["nvptx"]["syntax"] == "ptx"
+    assert types["mirai_tf_op"]["syntax"] == "cpp"
+    assert types["raw_ir"]["family"] == "raw" and types["raw_ir"]["target"] is None
+    assert sorted(types["raw_ir"]["languages"]) == ["pytorch", "raw_ir", "triton"]
+    # one default IR type per language
+    defaults = {
+        lang: [n for n, t in types.items() if lang in t["default_for"]]
+        for lang in body["languages"]
+    }
+    assert defaults == {"pytorch": ["torch_mlir"], "triton": ["triton_ir"], "raw_ir": ["raw_ir"]}
+    # which target field applies, its default, and the backends it takes
+    assert types["triton_gpu_ir"]["target"] == {
+        "field": "triton_target",
+        "default": "sm_90",
+        "backends": ["cuda", "hip"],
+    }
+    assert types["triton_nvptx"]["target"]["backends"] == ["cuda"]
+    assert types["triton_amdgpu"]["target"] == {
+        "field": "triton_target",
+        "default": "gfx942",
+        "backends": ["hip"],
+    }
+    for name in ("inductor_output_code", "mirai_tf_op"):
+        assert types[name]["target"] == {
+            "field": "cuda_target",
+            "default": "sm_90",
+            "backends": ["cuda"],
+        }
+    assert [
+        t["name"] for t in types.values() if t["target"] is None and t["family"] == "triton"
+    ] == []
+    # every target with its value in each field that takes it
+    targets = {t["name"]: t for t in body["targets"]}
+    assert targets["sm_80"] == {
+        "name": "sm_80",
+        "backend": "cuda",
+        "triton_target": "cuda:80",
+        "cuda_target": "sm_80",
+        "device": "NVIDIA A100-SXM4-80GB",
+    }
+    assert targets["gfx942"]["triton_target"] == "hip:gfx942"
+    assert targets["gfx942"]["cuda_target"] is None
+    for t in types.values():
+        if t["target"]:
+            assert targets[t["target"]["default"]]["backend"] in t["target"]["backends"]
+
+
 def test_openapi_docs(server):
     paths = server.get("/openapi.json").json()["paths"]
     for path in ("/generate_ir", "/free_ir_cache", "/version", "/ir_types", "/jobs"):

@@ -8,10 +8,9 @@ adapts the request's models to it.
 from __future__ import annotations
 
 from mirai.explorer.errors import ExplorerError
-from mirai.explorer.irtypes.mirai_ops import ops_of
-from mirai.explorer.irtypes.registry import Context, Sections, register
+from mirai.explorer.irtypes.mirai_ops import CUDA_TARGET, ops_of
+from mirai.explorer.irtypes.registry import Context, IRType, Sections
 
-DEFAULT_TARGET = "sm_90"
 GRAPH_NAMES = ("forward", "backward")
 
 
@@ -27,15 +26,9 @@ def capture_function():
     return inductor_output_code
 
 
-@register(
-    "inductor_output_code",
-    "pytorch",
-    "torch.compile's generated code (Inductor wrapper + Triton kernels) for a CUDA target, GPU-less",
-    comment="#",
-)
 def inductor_output_code(ctx: Context) -> Sections:
     capture = capture_function()
-    target = ctx.request.get("cuda_target") or DEFAULT_TARGET
+    target = CUDA_TARGET.spec(ctx.request)
     sections = []
     for op, inputs in ops_of(ctx):
         try:
@@ -55,3 +48,19 @@ def _traceback(err: BaseException) -> str:
     import traceback
 
     return "".join(traceback.format_exception(type(err), err, err.__traceback__))
+
+
+IR_TYPES = (
+    IRType(
+        "inductor_output_code",
+        "pytorch",
+        "Inductor output code",
+        "torch.compile's generated code (Inductor wrapper + Triton kernels) for a CUDA target, "
+        "GPU-less",
+        inductor_output_code,
+        syntax="python",
+        languages=("pytorch",),
+        target=CUDA_TARGET,
+        comment="#",
+    ),
+)

@@ -9,19 +9,13 @@ from __future__ import annotations
 import traceback
 
 from mirai.explorer.errors import ExplorerError
-from mirai.explorer.irtypes.mirai_ops import ops_of
-from mirai.explorer.irtypes.registry import Context, Sections, register
+from mirai.explorer.irtypes.mirai_ops import CUDA_TARGET, ops_of
+from mirai.explorer.irtypes.registry import Context, IRType, Sections
 
-DEFAULT_TARGET = "sm_90"
 # The generated C++ shown, per op (forward, then backward): the TF op, then the launch code it adapts.
 SOURCE_PATTERNS = ("*{phase}.cc", "*{phase}_launch.h")
 
 
-@register(
-    "mirai_tf_op",
-    "pytorch",
-    "mirai's generated TensorFlow custom ops (C++: op and launch code), forward then backward",
-)
 def mirai_tf_op(ctx: Context) -> Sections:
     try:
         import mirai
@@ -31,7 +25,7 @@ def mirai_tf_op(ctx: Context) -> Sections:
         raise ExplorerError(
             "mirai_tf_op is not available in this build of mirai", f"mirai.build: {err}"
         ) from None
-    target = ctx.request.get("cuda_target") or DEFAULT_TARGET
+    target = CUDA_TARGET.spec(ctx.request)
     sections = []
     for index, (op, inputs) in enumerate(ops_of(ctx)):
         out_dir = ctx.workdir / f"mirai_op_{index}"
@@ -52,3 +46,17 @@ def mirai_tf_op(ctx: Context) -> Sections:
             raise ExplorerError("mirai build wrote no op sources", f"in {out_dir}")
         sections += [(path.name, path.read_text()) for path in sources]
     return sections
+
+
+IR_TYPES = (
+    IRType(
+        "mirai_tf_op",
+        "pytorch",
+        "mirai TF op (C++)",
+        "mirai's generated TensorFlow custom ops (C++: op and launch code), forward then backward",
+        mirai_tf_op,
+        syntax="cpp",
+        languages=("pytorch",),
+        target=CUDA_TARGET,
+    ),
+)

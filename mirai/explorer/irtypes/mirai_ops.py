@@ -8,8 +8,12 @@ import inspect
 import re
 
 from mirai.explorer.irtypes.pytorch import models, user_run
-from mirai.explorer.irtypes.registry import Context
+from mirai.explorer.irtypes.registry import Context, TargetChoice
 from mirai.explorer.irtypes.usercode import INPUT_NAMES, Explored
+
+# The target of the IR types made by the export face: CUDA only (its GPU-less capture needs the
+# device properties of a registered CUDA target).
+CUDA_TARGET = TargetChoice("cuda_target", "sm_90", ("cuda",))
 
 
 def op_name(label: str) -> str:

@@ -1,15 +1,16 @@
 """PyTorch family (guide §3): TorchScript, Torch-MLIR's four exports, and the lowering of
 linalg-on-tensors through Debian's LLVM/MLIR 22 tools down to LLVM IR, NVPTX, AMDGPU and SPIR-V.
 
-The lowerings are data (`LOWERINGS`): an IR type made from another one by one tool invocation.
-With several models (`__explore__`), each model's IR comes in order under a comment line naming it.
+Each IR type is one entry of `IR_TYPES`; one made from another by one tool invocation has a
+`Lowering` as its generator. With several models (`__explore__`), each model's IR comes in order
+under a comment line naming it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirai.explorer.irtypes.registry import Context, Sections, register
+from mirai.explorer.irtypes.registry import Context, IRType, Sections
 from mirai.explorer.irtypes.usercode import Explored, UserRun, find_models, run_user_code
 from mirai.explorer.runner import run_tool
 from mirai.explorer.tools import TOOLS
@@ -63,97 +64,123 @@ def _torch_mlir(output_type: str):
     return sections
 
 
-# ir_type -> (function giving one (label, text) per model, description)
-SOURCES = {
-    "torch_script_graph_ir": (
-        _torchscript,
-        "torch.jit.trace(model, example_input), graph with calls inlined",
-    ),
-    "torch_mlir": (_torch_mlir("torch"), "Torch-MLIR FX export, torch dialect"),
-    "tosa_mlir": (_torch_mlir("tosa"), "Torch-MLIR -> TOSA"),
-    "linalg_on_tensors_mlir": (_torch_mlir("linalg-on-tensors"), "Torch-MLIR -> Linalg-on-Tensors"),
-    "stablehlo_mlir": (_torch_mlir("stablehlo"), "Torch-MLIR -> StableHLO"),
-}
-
-
 @dataclass(frozen=True)
 class Lowering:
-    """`ir_type` is `source` run through `tool` with `args` (per model)."""
+    """A generator: the `source` IR type's text run through `tool` with `args`, per model."""
 
-    ir_type: str
     source: str
     tool: str
     args: tuple[str, ...]
-    description: str
+
+    def __call__(self, ctx: Context) -> Sections:
+        result = []
+        for label, text in _BY_NAME[self.source].generate(ctx):
+            command = TOOLS[self.tool].argv(self.args)
+            stage = f"{self.tool} of {self.source}"
+            out = run_tool(command, stage=stage, input_text=text, timeout_s=ctx.tool_timeout_s)
+            result.append((label, out.stdout))
+        return result
 
 
-LOWERINGS = [
-    Lowering(
-        "llvm_mlir",
+FAMILY = "pytorch"
+LANGUAGES = ("pytorch",)
+
+IR_TYPES = (
+    IRType(
+        "torch_script_graph_ir",
+        FAMILY,
+        "TorchScript graph",
+        "torch.jit.trace(model, example_input), graph with calls inlined",
+        _torchscript,
+        syntax="mlir",
+        languages=LANGUAGES,
+        comment="#",
+    ),
+    IRType(
+        "torch_mlir",
+        FAMILY,
+        "Torch MLIR",
+        "Torch-MLIR FX export, torch dialect",
+        _torch_mlir("torch"),
+        syntax="mlir",
+        languages=LANGUAGES,
+        default_for=("pytorch",),
+    ),
+    IRType(
+        "tosa_mlir",
+        FAMILY,
+        "TOSA MLIR",
+        "Torch-MLIR -> TOSA",
+        _torch_mlir("tosa"),
+        syntax="mlir",
+        languages=LANGUAGES,
+    ),
+    IRType(
         "linalg_on_tensors_mlir",
-        "mlir-opt",
-        LINALG_TO_LLVM,
-        "Linalg-on-Tensors -> LLVM dialect (mlir-opt)",
+        FAMILY,
+        "Linalg-on-tensors MLIR",
+        "Torch-MLIR -> Linalg-on-Tensors",
+        _torch_mlir("linalg-on-tensors"),
+        syntax="mlir",
+        languages=LANGUAGES,
     ),
-    Lowering(
-        "llvm_ir",
+    IRType(
+        "stablehlo_mlir",
+        FAMILY,
+        "StableHLO MLIR",
+        "Torch-MLIR -> StableHLO",
+        _torch_mlir("stablehlo"),
+        syntax="mlir",
+        languages=LANGUAGES,
+    ),
+    IRType(
         "llvm_mlir",
-        "mlir-translate",
-        ("--mlir-to-llvmir",),
+        FAMILY,
+        "LLVM dialect MLIR",
+        "Linalg-on-Tensors -> LLVM dialect (mlir-opt)",
+        Lowering("linalg_on_tensors_mlir", "mlir-opt", LINALG_TO_LLVM),
+        syntax="mlir",
+        languages=LANGUAGES,
+    ),
+    IRType(
+        "llvm_ir",
+        FAMILY,
+        "LLVM IR",
         "LLVM dialect -> LLVM IR (mlir-translate --mlir-to-llvmir)",
+        Lowering("llvm_mlir", "mlir-translate", ("--mlir-to-llvmir",)),
+        syntax="llvm",
+        languages=LANGUAGES,
+        comment=";",
     ),
-    Lowering(
+    IRType(
         "nvptx",
-        "llvm_ir",
-        "llc",
-        ("-mtriple=nvptx64-nvidia-cuda", "-mcpu=sm_90"),
+        FAMILY,
+        "NVPTX",
         "LLVM IR -> PTX for sm_90 (llc)",
+        Lowering("llvm_ir", "llc", ("-mtriple=nvptx64-nvidia-cuda", "-mcpu=sm_90")),
+        syntax="ptx",
+        languages=LANGUAGES,
     ),
-    Lowering(
+    IRType(
         "amdgpu",
-        "llvm_ir",
-        "llc",
-        ("-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx942"),
+        FAMILY,
+        "AMDGPU",
         "LLVM IR -> AMDGCN assembly for gfx942 (llc)",
+        Lowering("llvm_ir", "llc", ("-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx942")),
+        syntax="asm",
+        languages=LANGUAGES,
+        comment=";",
     ),
-    Lowering(
+    IRType(
         "spirv",
-        "llvm_ir",
-        "llc",
-        ("-mtriple=spirv64-unknown-unknown",),
+        FAMILY,
+        "SPIR-V",
         "LLVM IR -> SPIR-V assembly (llc)",
+        Lowering("llvm_ir", "llc", ("-mtriple=spirv64-unknown-unknown",)),
+        syntax="asm",
+        languages=LANGUAGES,
+        comment=";",
     ),
-]
+)
 
-# Comment syntax of each IR type's text, for the line that names a model's section.
-COMMENTS = {"torch_script_graph_ir": "#", "llvm_ir": ";", "amdgpu": ";", "spirv": ";"}
-
-
-def sections_of(ir_type: str, ctx: Context) -> Sections:
-    """One (label, text) per model for a PyTorch-family IR type."""
-    if ir_type in SOURCES:
-        return SOURCES[ir_type][0](ctx)
-    lowering = _LOWERING_BY_TYPE[ir_type]
-    result = []
-    for label, text in sections_of(lowering.source, ctx):
-        command = TOOLS[lowering.tool].argv(lowering.args)
-        stage = f"{ir_type}: {lowering.tool}"
-        out = run_tool(command, stage=stage, input_text=text, timeout_s=ctx.tool_timeout_s)
-        result.append((label, out.stdout))
-    return result
-
-
-_LOWERING_BY_TYPE = {lowering.ir_type: lowering for lowering in LOWERINGS}
-
-
-def _register(ir_type: str, description: str) -> None:
-    def generate(ctx: Context) -> Sections:
-        return sections_of(ir_type, ctx)
-
-    register(ir_type, "pytorch", description, COMMENTS.get(ir_type, "//"))(generate)
-
-
-for _name, (_, _description) in SOURCES.items():
-    _register(_name, _description)
-for _lowering in LOWERINGS:
-    _register(_lowering.ir_type, _lowering.description)
+_BY_NAME = {ir_type.name: ir_type for ir_type in IR_TYPES}

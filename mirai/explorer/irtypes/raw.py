@@ -6,8 +6,8 @@ afterwards in every case.
 from __future__ import annotations
 
 from mirai.explorer.errors import ExplorerError
-from mirai.explorer.irtypes.registry import Context, Sections, register
-from mirai.explorer.irtypes.triton import compile_kernels
+from mirai.explorer.irtypes.registry import Context, IRType, Sections
+from mirai.explorer.irtypes.triton import ANY_TARGET, compile_kernels
 from mirai.explorer.irtypes.usercode import run_user_code
 
 
@@ -20,7 +20,7 @@ def _printed_by_pytorch(ctx: Context) -> str:
 
 
 def _printed_by_triton(ctx: Context) -> str:
-    spec = ctx.request.get("triton_target") or "cuda:90"
+    spec = ANY_TARGET.spec(ctx.request)
     return compile_kernels(ctx, spec, lenient=False)[1]
 
 
@@ -28,9 +28,6 @@ def _printed_by_triton(ctx: Context) -> str:
 SOURCES = {"raw_ir": _echo, "pytorch": _printed_by_pytorch, "triton": _printed_by_triton}
 
 
-@register(
-    "raw_ir", "raw", "the code itself, or what the code prints (selected_language pytorch/triton)"
-)
 def raw_ir(ctx: Context) -> Sections:
     language = ctx.request.get("selected_language") or "pytorch"
     if language not in SOURCES:
@@ -38,3 +35,16 @@ def raw_ir(ctx: Context) -> Sections:
             f"selected_language {language!r} not supported", f"use one of {', '.join(SOURCES)}"
         )
     return [("raw_ir", SOURCES[language](ctx))]
+
+
+IR_TYPES = (
+    IRType(
+        "raw_ir",
+        "raw",
+        "Raw IR",
+        "the code itself, or what the code prints (selected_language pytorch/triton)",
+        raw_ir,
+        languages=tuple(SOURCES),
+        default_for=("raw_ir",),
+    ),
+)

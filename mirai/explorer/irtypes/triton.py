@@ -1,7 +1,7 @@
 """Triton family (guide §3): the user's kernels compiled GPU-less, one stage of Triton's compiler each.
 
 The code launches its kernels as usual (`kernel[grid](...)`); launches compile for the request's
-`triton_target` (default cuda:90, hip:gfx942 for triton_amdgpu) and nothing runs. The Triton cache
+`triton_target` (default sm_90, gfx942 for triton_amdgpu) and nothing runs. The Triton cache
 directory is the one of the code string (see `mirai.explorer.cache`), so /free_ir_cache can remove it.
 """
 
@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 
 from mirai.explorer.errors import ExplorerError
-from mirai.explorer.irtypes.registry import Context, Sections, register
+from mirai.explorer.irtypes.registry import Context, IRType, Sections, TargetChoice
 from mirai.explorer.irtypes.triton_gpuless import gpuless_triton, parse_target
 from mirai.explorer.irtypes.usercode import run_user_code
 
@@ -23,28 +23,30 @@ NO_KERNEL_HELP = (
 
 @dataclass(frozen=True)
 class TritonStage:
-    ir_type: str
+    """A generator: the `asm_key` stage of every kernel the code launches, compiled for `target`."""
+
     asm_key: str  # key of CompiledKernel.asm
-    backend: str  # the backend whose compiler produces it ("" = any)
-    default_target: str
-    comment: str
-    description: str
+    target: TargetChoice
+
+    def __call__(self, ctx: Context) -> Sections:
+        spec = self.target.spec(ctx.request)
+        backend = parse_target(spec).backend
+        if backend not in self.target.backends:
+            wanted = " or ".join(self.target.backends)
+            raise ExplorerError(
+                f"{ctx.request.get('ir_type')} needs a {wanted} triton_target, not {spec!r}",
+                f"e.g. {self.target.default}",
+            )
+        kernels, _ = compile_kernels(ctx, spec)
+        if not kernels:
+            raise ExplorerError("no Triton kernel was launched by the code", NO_KERNEL_HELP)
+        return [(kernel.name, kernel.asm[self.asm_key]) for kernel in kernels]
 
 
-STAGES = [
-    TritonStage("triton_ir", "ttir", "", "cuda:90", "//", "Triton IR (*.ttir)"),
-    TritonStage("triton_gpu_ir", "ttgir", "", "cuda:90", "//", "TritonGPU IR (*.ttgir)"),
-    TritonStage("triton_llvm_ir", "llir", "", "cuda:90", ";", "LLVM IR of the kernel (*.llir)"),
-    TritonStage("triton_nvptx", "ptx", "cuda", "cuda:90", "//", "PTX (*.ptx), sm_90 by default"),
-    TritonStage(
-        "triton_amdgpu",
-        "amdgcn",
-        "hip",
-        "hip:gfx942",
-        ";",
-        "AMDGCN assembly of the *.hsaco (gfx942)",
-    ),
-]
+# Triton compiles for either backend; PTX and AMDGCN come from one backend each.
+ANY_TARGET = TargetChoice("triton_target", "sm_90", ("cuda", "hip"))
+CUDA_TARGET = TargetChoice("triton_target", "sm_90", ("cuda",))
+HIP_TARGET = TargetChoice("triton_target", "gfx942", ("hip",))
 
 
 def compile_kernels(ctx: Context, target_spec: str, lenient: bool = True) -> tuple[list, str]:
@@ -73,21 +75,61 @@ def compile_kernels(ctx: Context, target_spec: str, lenient: bool = True) -> tup
     return list(kernels), printed
 
 
-def _register(stage: TritonStage) -> None:
-    def generate(ctx: Context) -> Sections:
-        spec = ctx.request.get("triton_target") or stage.default_target
-        if stage.backend and parse_target(spec).backend != stage.backend:
-            raise ExplorerError(
-                f"{stage.ir_type} needs a {stage.backend} triton_target, not {spec!r}",
-                f"e.g. {stage.default_target}",
-            )
-        kernels, _ = compile_kernels(ctx, spec)
-        if not kernels:
-            raise ExplorerError("no Triton kernel was launched by the code", NO_KERNEL_HELP)
-        return [(kernel.name, kernel.asm[stage.asm_key]) for kernel in kernels]
+FAMILY = "triton"
+LANGUAGES = ("triton",)
 
-    register(stage.ir_type, "triton", stage.description, stage.comment)(generate)
-
-
-for _stage in STAGES:
-    _register(_stage)
+IR_TYPES = (
+    IRType(
+        "triton_ir",
+        FAMILY,
+        "Triton IR (ttir)",
+        "Triton IR (*.ttir)",
+        TritonStage("ttir", ANY_TARGET),
+        syntax="mlir",
+        languages=LANGUAGES,
+        target=ANY_TARGET,
+        default_for=("triton",),
+    ),
+    IRType(
+        "triton_gpu_ir",
+        FAMILY,
+        "TritonGPU IR (ttgir)",
+        "TritonGPU IR (*.ttgir)",
+        TritonStage("ttgir", ANY_TARGET),
+        syntax="mlir",
+        languages=LANGUAGES,
+        target=ANY_TARGET,
+    ),
+    IRType(
+        "triton_llvm_ir",
+        FAMILY,
+        "Triton LLVM IR (llir)",
+        "LLVM IR of the kernel (*.llir)",
+        TritonStage("llir", ANY_TARGET),
+        syntax="llvm",
+        languages=LANGUAGES,
+        target=ANY_TARGET,
+        comment=";",
+    ),
+    IRType(
+        "triton_nvptx",
+        FAMILY,
+        "Triton PTX",
+        "PTX (*.ptx), sm_90 by default",
+        TritonStage("ptx", CUDA_TARGET),
+        syntax="ptx",
+        languages=LANGUAGES,
+        target=CUDA_TARGET,
+    ),
+    IRType(
+        "triton_amdgpu",
+        FAMILY,
+        "Triton AMDGPU",
+        "AMDGCN assembly of the *.hsaco (gfx942)",
+        TritonStage("amdgcn", HIP_TARGET),
+        syntax="asm",
+        languages=LANGUAGES,
+        target=HIP_TARGET,
+        comment=";",
+    ),
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from mirai.explorer.irtypes import IR_TYPES
+from mirai.explorer.irtypes import IR_TYPES, IRType
 from mirai.explorer.schemas import LANGUAGES, PIPELINE_FIELDS, Capabilities
 from mirai.explorer.routes.deps import ExplorerDep
 from mirai.explorer.tools import TOOLS
@@ -28,14 +28,12 @@ async def version() -> str:
 @router.get("/ir_types", response_model=Capabilities)
 @router.get("/capabilities", response_model=Capabilities, include_in_schema=False)
 async def ir_types() -> dict:
-    """Every ir_type with its family, every pipeline tool with the command it resolves to (null when
-    it is not installed), the languages, and the fixed order of pipeline fields."""
+    """Every ir_type with what a client shows of it (label, highlighting, languages, GPU target),
+    every pipeline tool with the command it resolves to (null when it is not installed), the
+    languages, the fixed order of pipeline fields, and the registered GPU targets."""
     return {
         "status": "ok",
-        "ir_types": [
-            {"name": t.name, "family": t.family, "description": t.description}
-            for t in IR_TYPES.values()
-        ],
+        "ir_types": [_ir_type_info(t) for t in IR_TYPES.values()],
         "tools": [
             {"alias": t.alias, "field": t.field, "command": t.resolve(), "note": t.note}
             for t in TOOLS.values()
@@ -47,10 +45,26 @@ async def ir_types() -> dict:
                 "name": t.name,
                 "backend": t.backend,
                 "triton_target": f"{t.backend}:{t.arch}",
+                "cuda_target": t.name if t.backend == "cuda" else None,
                 "device": t.device_name,
             }
             for t in TARGETS.values()
         ],
+    }
+
+
+def _ir_type_info(ir_type: IRType) -> dict:
+    target = ir_type.target
+    return {
+        "name": ir_type.name,
+        "family": ir_type.family,
+        "description": ir_type.description,
+        "label": ir_type.label,
+        "syntax": ir_type.syntax,
+        "languages": list(ir_type.languages),
+        "default_for": list(ir_type.default_for),
+        "target": target
+        and {"field": target.field, "default": target.default, "backends": list(target.backends)},
     }
 
 
