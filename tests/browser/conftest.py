@@ -134,9 +134,12 @@ def new_page(browser, server_url, request):
     ARTIFACTS.mkdir(exist_ok=True)
     opened = []
 
-    def open_page(path: str = "/", width: int = 1280, height: int = 800):
+    def open_page(path: str = "/", width: int = 1280, height: int = 800, before=None):
+        """`before(page)` runs before the page loads (e.g. to route a request)."""
         context = browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
+        if before is not None:
+            before(page)
         page.set_default_timeout(30_000)
         errors: list[str] = []
         page.on("pageerror", lambda err: errors.append(str(err)))

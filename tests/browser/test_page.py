@@ -126,17 +126,33 @@ def test_two_step_pipeline_with_dump_after_each_stages_and_diff(page):
     assert p.locator("button.view-diff").is_disabled()
     p.locator("button.stage-next").click()
     assert "%unused" not in output_text(page)
-    # Diff of canonicalize against the initial IR: the dead addf is gone.
+    # Diff of canonicalize against the initial IR (@codemirror/merge, unified): the dead addf is gone.
     p.locator("button.view-diff").click()
     diff = p.locator(".diff-view")
-    assert diff.is_visible()
-    removed = diff.locator(".diff-del").all_inner_texts()
-    assert any("%unused" in line for line in removed)
+    assert diff.is_visible() and diff.get_attribute("data-layout") == "unified"
+    removed = diff.locator(".cm-deletedChunk").all_inner_texts()
+    assert any("%unused" in chunk for chunk in removed)
+    assert diff.locator(".diff-removed").inner_text() != "−0"
+    # Copy and download give the diff as a unified diff.
+    with page.expect_download() as info:
+        p.locator("button.download").click()
+    assert info.value.suggested_filename == "raw_ir.diff"
+    unified = Path(info.value.path()).read_text()
+    assert unified.startswith("--- Initial IR\n+++ mlir-opt --canonicalize\n@@ -")
+    assert any(line.startswith("-") and "%unused" in line for line in unified.splitlines())
+    # The next step's diff: inserted lines, the changed words marked inside them.
     p.locator("button.stage-next").click()
-    assert p.locator(".diff-view .diff-add").count() > 0
-    assert "llvm." in p.locator(".diff-view").inner_text()
-    marks = p.locator(".diff-view .diff-add mark.change").all_inner_texts()
-    assert any("llvm." in m for m in marks)
+    assert diff.locator(".cm-changedLine").count() > 0
+    assert "llvm." in diff.inner_text()
+    marks = diff.locator(".cm-merge-b .cm-changedText").all_inner_texts()
+    assert any("llvm" in m for m in marks)
+    # Side by side: the stage before on the left, this stage on the right.
+    p.locator("button.view-split").click()
+    assert diff.get_attribute("data-layout") == "split"
+    assert diff.locator(".cm-mergeView .cm-editor").count() == 2
+    assert "arith." in diff.locator(".cm-merge-a").inner_text()
+    assert "llvm." in diff.locator(".cm-merge-b").inner_text()
+    assert p.locator("button.view-split").get_attribute("aria-pressed") == "true"
     # Alt+Left steps back from the keyboard.
     p.locator("button.view-ir").focus()
     page.keyboard.press("Alt+ArrowLeft")
@@ -147,8 +163,19 @@ def test_triton_pipeline_with_triton_opt_steps(page):
     page.locator("#language").select_option("triton")
     p = pane(page)
     p.locator("select.ir-type").select_option("triton_gpu_ir")
+    # The target choice is the server's list (GET /ir_types targets), with its default.
     assert p.locator("select.target").is_visible()
-    p.locator("select.target").select_option("cuda:80")
+    options = p.locator("select.target option")
+    assert options.evaluate_all("os => os.map(o => o.value)") == [
+        "",
+        "sm_80",
+        "sm_86",
+        "sm_89",
+        "sm_90",
+        "gfx942",
+    ]
+    assert options.all_inner_texts()[:2] == ["default (sm_90)", "sm_80 (NVIDIA A100-SXM4-80GB)"]
+    p.locator("select.target").select_option("sm_80")
     open_pipeline(p)
     for flags in ("--tritongpu-coalesce", "--canonicalize"):
         p.locator("select.add-tool").select_option("triton_opt")
@@ -158,8 +185,10 @@ def test_triton_pipeline_with_triton_opt_steps(page):
     before = done_count(page)
     with page.expect_request(lambda r: r.url.endswith("/jobs") and r.method == "POST") as sent:
         p.locator("button.compile").click()
-    assert sent.value.post_data_json["triton_target"] == "cuda:80"
-    assert sent.value.post_data_json["triton_opt"] == "--tritongpu-coalesce && --canonicalize"
+    body = sent.value.post_data_json
+    assert body["target"] == "sm_80"
+    assert "triton_target" not in body and "cuda_target" not in body
+    assert body["triton_opt"] == "--tritongpu-coalesce && --canonicalize"
     assert wait_for_result(page, after=before) == "ok"
     assert p.locator("select.stage-select option").all_inner_texts() == [
         "1. Initial IR",
@@ -167,18 +196,62 @@ def test_triton_pipeline_with_triton_opt_steps(page):
         "3. triton-opt --canonicalize",
     ]
     assert "ttg." in output_text(page)
+    assert 'ttg.target = "cuda:80"' in output_text(page)
     p.locator("button.view-diff").click()
     assert p.locator(".diff-view").is_visible()
-    # Other IR types have no target choice, or their own (cuda_target).
+    # PTX takes CUDA targets only.
+    p.locator("select.ir-type").select_option("triton_nvptx")
+    values = p.locator("select.target option").evaluate_all("os => os.map(o => o.value)")
+    assert "gfx942" not in values and p.locator("select.target").input_value() == "sm_80"
+    # Other IR types have no target choice, or a CUDA one of their own.
     page.locator("#language").select_option("pytorch")
     assert not p.locator("select.target").is_visible()
     p.locator("select.ir-type").select_option("mirai_tf_op")
-    assert p.locator("select.target option").all_inner_texts()[1:] == [
-        "sm_80 (A100)",
+    assert p.locator("select.target option").evaluate_all("os => os.map(o => o.value)") == [
+        "",
+        "sm_80",
         "sm_86",
         "sm_89",
-        "sm_90 (H100)",
+        "sm_90",
     ]
+
+
+def test_a_saved_target_in_an_older_spelling_is_read(new_page):
+    page = new_page()
+    state = {
+        "version": 1,
+        "language": "triton",
+        "code": "print('no kernel')\n",
+        "panes": [
+            {"irType": "triton_nvptx", "steps": [], "dumpAfterEach": False, "target": "cuda:80"}
+        ],
+    }
+    page.evaluate("s => localStorage.setItem('mirai-explorer-state', JSON.stringify(s))", state)
+    page.reload()
+    page.wait_for_selector(".pane")
+    assert pane(page).locator("select.target").input_value() == "sm_80"
+    assert page_state(page)["panes"][0]["target"] == "sm_80"
+
+
+def test_page_without_the_ir_type_listing(new_page):
+    # A backend of the guide need not serve GET /ir_types: the page says so and offers the guide's
+    # IR types by name, without target choices.
+    page = new_page(
+        before=lambda p: p.route(
+            "**/ir_types", lambda route: route.fulfill(status=404, json={"detail": "Not Found"})
+        )
+    )
+    notice = page.locator(".catalog-notice .error-message")
+    assert "list of IR types could not be read" in notice.inner_text()
+    assert "HTTP 404" in notice.inner_text()
+    options = (
+        pane(page).locator("select.ir-type option").evaluate_all("opts => opts.map(o => o.value)")
+    )
+    assert options[0] == "torch_mlir" and "raw_ir" in options
+    assert "inductor_output_code" not in options
+    assert not pane(page).locator("select.target").is_visible()
+    assert wait_for_result(page) == "ok"
+    assert "torch.aten" in output_text(page)
 
 
 def test_error_message_with_detail_behind_a_disclosure(page):

@@ -3,7 +3,7 @@
  * compilations (progress and cancel), the listing of IR types and tools, and permalinks.
  * Every failure comes back as a `Failure` in the guide's shape, never as an exception.
  */
-import { BUILT_IN, parseCatalog, type Catalog } from "./catalog";
+import { parseCatalog, type Catalog } from "./catalog";
 
 export interface Success {
   status: "ok";
@@ -234,15 +234,19 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/** The server's listing of IR types and tools, or the built-in catalogue. */
-export async function fetchCatalog(): Promise<Catalog> {
+/** The server's listing of IR types, tools, languages and targets (GET /ir_types), or why not. */
+export async function fetchCatalog(): Promise<Catalog | Failure> {
   try {
     const r = await requestJson("/ir_types");
-    if (r.ok) return parseCatalog(r.body) ?? BUILT_IN;
-  } catch {
-    // Fall through to the built-in catalogue.
+    const catalog = r.ok ? parseCatalog(r.body) : null;
+    if (catalog) return catalog;
+    const failed = asResult(r.body, r.httpStatus);
+    return failed.status === "error"
+      ? failed
+      : failure(`no IR type listing (HTTP ${r.httpStatus})`, stringify(r.body));
+  } catch (err) {
+    return networkFailure(err);
   }
-  return BUILT_IN;
 }
 
 export async function fetchVersion(): Promise<string> {

@@ -2,8 +2,8 @@
  * The page: header (language, example, panes, permalink, theme), the source editor, and the output
  * panes. Holds the page state, compiles panes when it changes, saves and restores permalinks.
  */
-import { fetchCatalog, fetchVersion, freeIrCache, loadPermalink, savePermalink } from "./api";
-import { defaultIrType, type Catalog, type Language, type Syntax } from "./catalog";
+import { fetchCatalog, fetchVersion, freeIrCache, loadPermalink, savePermalink, type Failure } from "./api";
+import { defaultIrType, guideCatalog, type Catalog, type Language, type Syntax } from "./catalog";
 import { createEditor, type CodeEditor } from "./editor";
 import { exampleState, isExample } from "./examples";
 import { guessRawSyntax } from "./irModes";
@@ -27,6 +27,8 @@ export class App {
   private readonly header: Header;
   private readonly panesHost: HTMLElement;
   private readonly banner: HTMLElement;
+  /** Says that the server's IR type listing could not be read, while the page does without it. */
+  private readonly catalogNotice: HTMLElement;
   private readonly footer: HTMLElement;
   private sourceTimer: number | undefined;
   private lastTritonCode: string | null = null;
@@ -37,8 +39,11 @@ export class App {
   constructor(
     private readonly root: HTMLElement,
     private readonly catalog: Catalog,
+    catalogProblem: Failure | null = null,
   ) {
-    this.header = new Header(LANGUAGES, {
+    // The languages of the server's listing that this page has examples for.
+    const languages = LANGUAGES.filter((l) => catalog.languages.includes(l));
+    this.header = new Header(languages.length ? languages : LANGUAGES, {
       setLanguage: (language) => this.setLanguage(language),
       loadExample: (index) => this.apply(exampleState(this.language, index)),
       compileAll: () => this.compileAll(),
@@ -47,6 +52,18 @@ export class App {
     });
     this.panesHost = h("div", { class: "panes" });
     this.banner = h("div", { class: "banner" });
+    this.catalogNotice = h("div", { class: "banner catalog-notice" });
+    if (catalogProblem) {
+      this.catalogNotice.appendChild(
+        renderError({
+          ...catalogProblem,
+          message:
+            `The server's list of IR types could not be read (${catalogProblem.message}). ` +
+            "The page offers the integration guide's IR types by name only: no labels, no GPU " +
+            "target choice. Reload once the server answers GET /ir_types.",
+        }),
+      );
+    }
     this.footer = h("footer", { class: "footer" });
   }
 
@@ -64,6 +81,7 @@ export class App {
     this.root.append(
       this.header.element,
       this.header.shareBox,
+      this.catalogNotice,
       this.banner,
       workspace,
       this.footer,
@@ -83,7 +101,7 @@ export class App {
     });
     void fetchVersion().then((v) => {
       const listing =
-        this.catalog.source === "server" ? "IR types from the server" : "built-in IR type list";
+        this.catalog.source === "server" ? "IR types from the server" : "the guide's IR type names";
       this.footer.textContent = `${v} · ${listing} · Ctrl+Enter compiles`;
     });
     await this.restoreInitialState();
@@ -135,7 +153,7 @@ export class App {
     this.compileAll();
   }
 
-  private addPane(state = newPane(defaultIrType(this.language)), compile = true): void {
+  private addPane(state = newPane(defaultIrType(this.catalog, this.language)), compile = true): void {
     const pane: Pane = new Pane(
       state,
       {
@@ -259,8 +277,9 @@ function safeJson(text: string | null): unknown {
 /** Starts the page in `root`. */
 export async function main(root: HTMLElement): Promise<App> {
   applyTheme(initialTheme());
-  const catalog = await fetchCatalog();
-  const app = new App(root, catalog);
+  const listed = await fetchCatalog();
+  const app =
+    "irTypes" in listed ? new App(root, listed) : new App(root, guideCatalog(), listed);
   await app.start();
   (window as unknown as { miraiExplorer: App }).miraiExplorer = app;
   return app;

@@ -83,14 +83,9 @@ export interface CodeEditor {
   getText(): string;
 }
 
-/** Creates an editor in `parent`; `onChange` fires on user edits of an editable one. */
-export function createEditor(
-  parent: HTMLElement,
-  options: { text: string; syntax: Syntax; readOnly: boolean; label: string; onChange?: () => void },
-): CodeEditor {
-  const language = new Compartment();
-  const wrapping = new Compartment();
-  const extensions: Extension[] = [
+/** What every editor has: line numbers, folding, highlighting in the page's colors, search. */
+function commonExtensions(language: Extension, label: string): Extension[] {
+  return [
     lineNumbers(),
     foldGutter(),
     drawSelection(),
@@ -99,10 +94,31 @@ export function createEditor(
     bracketMatching(),
     syntaxHighlighting(highlight),
     baseTheme,
-    language.of(languageFor(options.syntax)),
-    wrapping.of([]),
+    language,
     keymap.of([...defaultKeymap, ...searchKeymap, ...historyKeymap]),
-    EditorView.contentAttributes.of({ "aria-label": options.label }),
+    EditorView.contentAttributes.of({ "aria-label": label }),
+  ];
+}
+
+/** A read-only view of a text highlighted as `syntax` (the diff views' editors). */
+export function readOnlyExtensions(syntax: Syntax, label: string, wrap = false): Extension[] {
+  return [
+    ...commonExtensions(languageFor(syntax), label),
+    EditorState.readOnly.of(true),
+    wrap ? EditorView.lineWrapping : [],
+  ];
+}
+
+/** Creates an editor in `parent`; `onChange` fires on user edits of an editable one. */
+export function createEditor(
+  parent: HTMLElement,
+  options: { text: string; syntax: Syntax; readOnly: boolean; label: string; onChange?: () => void },
+): CodeEditor {
+  const language = new Compartment();
+  const wrapping = new Compartment();
+  const extensions: Extension[] = [
+    ...commonExtensions(language.of(languageFor(options.syntax)), options.label),
+    wrapping.of([]),
   ];
   if (options.readOnly) {
     extensions.push(EditorState.readOnly.of(true));

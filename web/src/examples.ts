@@ -143,7 +143,7 @@ export const EXAMPLES: Record<Language, Example[]> = {
     {
       name: "Row softmax",
       code: SOFTMAX_EXAMPLE,
-      panes: [pane("triton_gpu_ir"), pane("triton_nvptx", { target: "cuda:90" })],
+      panes: [pane("triton_gpu_ir"), pane("triton_nvptx", { target: "sm_90" })],
     },
   ],
   raw_ir: [

@@ -9,7 +9,7 @@ export interface PaneState {
   irType: string;
   steps: Step[];
   dumpAfterEach: boolean;
-  /** GPU target (`triton_target` or `cuda_target`, see catalog.ts); absent: the server's default. */
+  /** GPU target (a target name of the server's listing, sent as `target`); absent: the default. */
   target?: string;
 }
 

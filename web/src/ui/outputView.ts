@@ -4,12 +4,12 @@
  * download).
  */
 import type { Syntax } from "../catalog";
-import { unifiedDiff } from "../diff";
+import { unifiedDiff } from "../diffText";
 import { createEditor, type CodeEditor } from "../editor";
 import { guessSyntax } from "../irModes";
 import { splitStages, type Stage } from "../stages";
-import { renderDiff } from "./diffView";
-import { clear, h } from "./dom";
+import { DiffView } from "./diffView";
+import { h } from "./dom";
 import { StageNav, type StageMode } from "./stageNav";
 
 export class OutputView {
@@ -20,6 +20,7 @@ export class OutputView {
   private readonly stageNav: StageNav;
   private readonly editorHost: HTMLElement;
   private readonly diffHost: HTMLElement;
+  private readonly diffView = new DiffView();
   private readonly editor: CodeEditor;
   private output = "";
   /** The IR type's syntax; a stage after a tool may be another (llc prints assembly). */
@@ -32,7 +33,7 @@ export class OutputView {
     this.stageNav = new StageNav((stages, i, mode) => this.show(stages, i, mode));
     this.nav = this.stageNav.element;
     this.editorHost = h("div", { class: "output-host" });
-    this.diffHost = h("div", { class: "diff-host", hidden: true });
+    this.diffHost = h("div", { class: "diff-host", hidden: true }, this.diffView.element);
     this.area = h("div", { class: "output-area" }, this.editorHost, this.diffHost);
     this.editor = createEditor(this.editorHost, {
       text: "",
@@ -55,6 +56,7 @@ export class OutputView {
 
   setWrap(wrap: boolean): void {
     this.editor.setWrap(wrap);
+    this.diffView.setWrap(wrap);
   }
 
   /** Steps to the previous (-1) or next (+1) stage of a dump. */
@@ -72,7 +74,7 @@ export class OutputView {
   shownText(): string {
     const { stage, previous, mode } = this.stageNav.current();
     if (!stage) return this.output;
-    if (mode === "diff" && previous) {
+    if (mode !== "ir" && previous) {
       return unifiedDiff(previous.text, stage.text, previous.title, stage.title);
     }
     return this.editor.getText();
@@ -81,24 +83,25 @@ export class OutputView {
   /** Whether a diff is on screen. */
   showsDiff(): boolean {
     const { mode, previous } = this.stageNav.current();
-    return mode === "diff" && previous !== undefined;
+    return mode !== "ir" && previous !== undefined;
   }
 
   destroy(): void {
+    this.diffView.close();
     this.editor.view.destroy();
   }
 
   private show(stages: Stage[], index: number, mode: StageMode): void {
     const stage = stages[index];
     if (!stage) return;
-    const diff = mode === "diff" && index > 0;
+    const diff = mode !== "ir" && index > 0;
     this.editorHost.hidden = diff;
     this.diffHost.hidden = !diff;
     if (diff) {
-      clear(this.diffHost);
-      const before = stages[index - 1]!;
-      this.diffHost.appendChild(renderDiff(before.text, stage.text, before.title, stage.title));
+      const syntax = guessSyntax(stage.text) ?? this.baseSyntax;
+      this.diffView.show(stages[index - 1]!, stage, mode === "split" ? "split" : "unified", syntax);
     } else {
+      this.diffView.close();
       const text = stages.length > 1 ? stage.text : this.output;
       const guess = index > 0 || this.baseSyntax === "text" ? guessSyntax(text) : null;
       this.useSyntax(guess ?? this.baseSyntax);

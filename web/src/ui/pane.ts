@@ -1,5 +1,5 @@
 /**
- * One output pane: its own IR type, Triton target and pipeline; a compile with progress and cancel;
+ * One output pane: its own IR type, GPU target and pipeline; a compile with progress and cancel;
  * the output (see outputView.ts) with copy and download; errors.
  */
 import { CANCEL, generateWithProgress, type Failure, type GenerateRequest } from "../api";
@@ -7,7 +7,8 @@ import {
   defaultIrType,
   findIrType,
   irTypesFor,
-  targetFor,
+  resolveTarget,
+  targetsFor,
   type Catalog,
   type Language,
 } from "../catalog";
@@ -165,26 +166,30 @@ export class Pane {
       this.irSelect.appendChild(h("option", { value: t.value, title: t.description ?? "" }, t.label));
     }
     if (!types.some((t) => t.value === this.state.irType)) {
-      const fallback = types.find((t) => t.value === defaultIrType(language)) ?? types[0];
-      if (fallback) this.state = { ...this.state, irType: fallback.value };
+      this.state = { ...this.state, irType: defaultIrType(this.ctx.catalog, language) };
     }
     this.irSelect.value = this.state.irType;
     this.refreshTarget();
     this.output.setSyntax(findIrType(this.ctx.catalog, this.state.irType).syntax);
   }
 
-  /** Shows the target choice of the pane's IR type; a target the type does not know is dropped. */
+  /** Shows the targets the server offers for the pane's IR type; a target it does not offer is
+   * dropped, and another spelling of one it offers (`cuda:80`) becomes that target's name. */
   private refreshTarget(): void {
-    const choice = targetFor(findIrType(this.ctx.catalog, this.state.irType));
-    this.targetSelect.hidden = choice === null;
+    const irType = findIrType(this.ctx.catalog, this.state.irType);
+    const targets = targetsFor(this.ctx.catalog, irType);
+    this.targetSelect.hidden = targets.length === 0;
     clear(this.targetSelect);
-    if (!choice) return;
-    this.targetSelect.appendChild(h("option", { value: "" }, "default target"));
-    for (const [value, label] of choice.options) {
-      this.targetSelect.appendChild(h("option", { value }, label));
+    if (targets.length === 0) return;
+    const byDefault = irType.target?.default;
+    this.targetSelect.appendChild(
+      h("option", { value: "" }, byDefault ? `default (${byDefault})` : "default target"),
+    );
+    for (const t of targets) {
+      this.targetSelect.appendChild(h("option", { value: t.name }, t.device ? `${t.name} (${t.device})` : t.name));
     }
-    const known = choice.options.some(([value]) => value === this.state.target);
-    if (this.state.target !== undefined && !known) this.setTarget("", false);
+    const known = resolveTarget(this.ctx.catalog, irType, this.state.target);
+    if (known !== this.state.target) this.setTarget(known ?? "", false);
     this.targetSelect.value = this.state.target ?? "";
   }
 
@@ -211,8 +216,10 @@ export class Pane {
       ...toRequestFields(this.state.steps),
     };
     if (this.state.dumpAfterEach) req["dump_after_each_opt"] = true;
-    const choice = targetFor(findIrType(this.ctx.catalog, this.state.irType));
-    if (choice && this.state.target) req[choice.field] = this.state.target;
+    // `target` names the GPU target of any IR type that takes one (the server reads it for
+    // triton_target and cuda_target alike).
+    const irType = findIrType(this.ctx.catalog, this.state.irType);
+    if (irType.target && this.state.target) req["target"] = this.state.target;
     return req;
   }
 

@@ -1,11 +1,12 @@
 /**
  * Navigation through the stages of a "dump after each step" output: previous/next, a stage list,
- * and a switch between the stage's IR and its diff with the stage before.
+ * and a switch between the stage's IR and its diff with the stage before (unified or side by side).
  */
 import type { Stage } from "../stages";
 import { clear, h } from "./dom";
 
-export type StageMode = "ir" | "diff";
+/** The stage's IR, its unified diff with the stage before, or both side by side. */
+export type StageMode = "ir" | "diff" | "split";
 
 export class StageNav {
   readonly element: HTMLElement;
@@ -17,6 +18,7 @@ export class StageNav {
   private readonly next: HTMLButtonElement;
   private readonly irButton: HTMLButtonElement;
   private readonly diffButton: HTMLButtonElement;
+  private readonly splitButton: HTMLButtonElement;
   private readonly counter: HTMLElement;
 
   constructor(private readonly onShow: (stages: Stage[], index: number, mode: StageMode) => void) {
@@ -46,6 +48,17 @@ export class StageNav {
       { type: "button", class: "view-diff", "aria-pressed": "false", on: { click: () => this.setMode("diff") } },
       "Diff with previous",
     );
+    this.splitButton = h(
+      "button",
+      {
+        type: "button",
+        class: "view-split",
+        "aria-pressed": "false",
+        title: "The stage before and this stage side by side",
+        on: { click: () => this.setMode("split") },
+      },
+      "Side by side",
+    );
     this.element = h(
       "div",
       { class: "stage-nav", hidden: true },
@@ -53,7 +66,7 @@ export class StageNav {
       this.select,
       this.next,
       this.counter,
-      h("span", { class: "segmented" }, this.irButton, this.diffButton),
+      h("span", { class: "segmented" }, this.irButton, this.diffButton, this.splitButton),
     );
   }
 
@@ -93,7 +106,7 @@ export class StageNav {
   }
 
   private setMode(mode: StageMode): void {
-    if (mode === "diff" && this.index === 0) return;
+    if (mode !== "ir" && this.index === 0) return;
     this.mode = mode;
     this.refresh();
   }
@@ -103,8 +116,10 @@ export class StageNav {
     this.prev.disabled = this.index === 0;
     this.next.disabled = this.index >= this.stages.length - 1;
     this.diffButton.disabled = this.index === 0;
+    this.splitButton.disabled = this.index === 0;
     this.irButton.setAttribute("aria-pressed", String(this.mode === "ir"));
     this.diffButton.setAttribute("aria-pressed", String(this.mode === "diff"));
+    this.splitButton.setAttribute("aria-pressed", String(this.mode === "split"));
     this.counter.textContent = `stage ${this.index + 1} of ${this.stages.length}`;
     this.onShow(this.stages, this.index, this.mode);
   }
