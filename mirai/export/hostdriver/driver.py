@@ -1,10 +1,12 @@
-"""Load the CPU stand-in for the CUDA driver into this process and serve its callbacks.
+"""Load the CPU stand-ins for the CUDA driver and cuBLASLt into this process and serve their callbacks.
 
-The stand-in (native/libcuda_host.cc) has the soname libcuda.so.1. Loaded first, with RTLD_GLOBAL, it is
-what the generated runtime's `dlopen("libcuda.so.1")` returns, so the launch code runs unchanged. Its
-module loads and kernel launches call back into `HostDriver`, which identifies the image
-(`KernelIndex`) and interprets the kernel (`Interpreter`). The process must have been started with
-TRITON_INTERPRET=1 and must not hold a real CUDA driver.
+The driver's stand-in (native/libcuda_host.cc) has the soname libcuda.so.1. Loaded first, with
+RTLD_GLOBAL, it is what the generated runtime's `dlopen("libcuda.so.1")` returns, so the launch code runs
+unchanged. Its module loads and kernel launches call back into `HostDriver`, which identifies the image
+(`KernelIndex`) and interprets the kernel (`Interpreter`). cuBLASLt's stand-in
+(native/libcublaslt_host.cc, soname libcublasLt.so.13) is loaded the same way and computes the extern
+GEMMs itself, a reference GEMM in fp32 (`HostDriver.gemms` counts them). The process must have been
+started with TRITON_INTERPRET=1 and must not hold a real CUDA driver or cuBLASLt.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from mirai.export.hostdriver.kernels import Interpreter, KernelIndex, KernelRef
 from mirai.export.native import build_library
 
 SOURCE = Path(__file__).with_name("native") / "libcuda_host.cc"
+CUBLASLT_SOURCE = Path(__file__).with_name("native") / "libcublaslt_host.cc"
+CUBLASLT_SONAME = "libcublasLt.so.13"  # the first soname the runtime tries
 LOAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 LAUNCH = ctypes.CFUNCTYPE(
     ctypes.c_int,
@@ -55,6 +59,21 @@ def build() -> Path:
     )
 
 
+def build_cublaslt() -> Path:
+    """The CPU stand-in for cuBLASLt, built (or reused from the cache): a library to load with ctypes.
+
+    >>> ctypes.CDLL(str(build_cublaslt())).mirai_host_cublaslt_version()
+    1
+    """
+    return build_library(
+        CUBLASLT_SOURCE,
+        "libcublaslt_host",
+        # No FMA contraction: the reference rounds every product and sum in IEEE fp32.
+        ["-O2", "-Wall", "-ffp-contract=off", f"-Wl,-soname,{CUBLASLT_SONAME}"],
+        stage="build the CPU stand-in for cuBLASLt",
+    )
+
+
 class HostDriver:
     """The process's CPU driver: one per process (see `get`)."""
 
@@ -74,6 +93,16 @@ class HostDriver:
                 "this process already has a real CUDA driver loaded; the CPU driver needs a "
                 "process of its own"
             )
+        cublaslt = build_cublaslt()
+        self.cublaslt = ctypes.CDLL(str(cublaslt), mode=ctypes.RTLD_GLOBAL)
+        if not hasattr(ctypes.CDLL(CUBLASLT_SONAME), "mirai_host_cublaslt_version"):
+            raise MiraiError(
+                f"this process already has a real cuBLASLt ({CUBLASLT_SONAME}) loaded; the CPU "
+                "driver needs a process of its own"
+            )
+        # The runtime tries MIRAI_CUBLASLT before any soname: in this process it names the stand-in.
+        os.environ["MIRAI_CUBLASLT"] = str(cublaslt)
+        self.cublaslt.mirai_host_cublaslt_matmuls.restype = ctypes.c_int64
         self.index = KernelIndex()
         self.interpreter = Interpreter()
         self.modules: dict[int, KernelRef] = {}
@@ -87,6 +116,10 @@ class HostDriver:
         """What the one "GPU" reports: its compute capability picks the binaries the launch code
         loads. Its shared memory is the largest of any target, so every binary's opt-in passes."""
         self.lib.mirai_host_configure(cc // 10, cc % 10, HOST_SHARED_MEMORY, HOST_SM_COUNT)
+
+    def gemms(self) -> int:
+        """How many GEMMs (cublasLtMatmul calls that ran) this process has computed."""
+        return self.cublaslt.mirai_host_cublaslt_matmuls()
 
     def _error(self, message: str) -> None:
         self.lib.mirai_host_set_error(message.encode(errors="replace")[:8000])
