@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mirai.cli.usermodule import load_user_module
 from mirai.errors import MiraiError
+from mirai.export.capture.inductor import DEFAULT_GEMM, GEMM_POLICIES
 from mirai.gpu import precision
 
 
@@ -39,6 +40,13 @@ def register(sub) -> None:
         help="; ".join(f"{p.name}: {p.help}" for p in precision.PRECISIONS.values())
         + f" (default: {precision.DEFAULT})",
     )
+    p.add_argument(
+        "--gemm",
+        default=None,
+        choices=tuple(GEMM_POLICIES),
+        help="; ".join(f"{g.name}: {g.help}" for g in GEMM_POLICIES.values())
+        + f" (default: {DEFAULT_GEMM})",
+    )
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(
         "--gpuless", action="store_true", help="capture GPU-less even if a GPU is present"
@@ -64,8 +72,9 @@ def run(args) -> int:
     samples = spec.get("sample_inputs")
     if callable(samples):
         samples = samples()
-    options = {k: spec[k] for k in ("target", "precision", "dynamic") if k in spec}
-    for key in ("target", "precision", "dynamic"):
+    keys = ("target", "precision", "dynamic", "gemm")
+    options = {k: spec[k] for k in keys if k in spec}
+    for key in keys:
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
     result = mirai.build(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirai.errors import MiraiError
+from mirai.export.capture.inductor import DEFAULT_GEMM
 from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
 
 
@@ -58,6 +59,7 @@ def build(
     gpu: bool | None = None,
     ptxas: str | None = None,
     ptx_version: int | None = None,
+    gemm: str = DEFAULT_GEMM,
     progress: bool = True,
 ) -> BuildResult:
     """Export a @mirai.op function as TensorFlow custom ops backed by Triton kernels.
@@ -69,6 +71,9 @@ def build(
     float32 matmuls; "fp16" or "bf16" build ops whose floating inputs and outputs are of that dtype.
     The assets folder is named after it. `ptxas` is the ptxas binary to use (default: Triton's);
     `ptx_version` the PTX ISA version to emit (e.g. 80 for drivers older than CUDA 12.8's). `gpu=None` captures on a GPU when torch sees one, else GPU-less.
+    `gemm` says how matmuls run: "auto" (on a GPU, each GEMM timed as cuBLAS and as Triton templates,
+    the faster kept; GPU-less, cuBLAS), "cublas" or "triton" (mirai.export.capture.inductor.GEMM_POLICIES);
+    cuBLAS GEMMs run through cuBLASLt, opened at run time.
 
     >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])  # doctest: +SKIP
     >>> result.ops  # doctest: +SKIP
@@ -97,12 +102,21 @@ def build(
         t = time.perf_counter()
         with show.stage(f"capture {fn.name} for {names} {mode}"):
             cap = capture(
-                fn, sample_inputs, target=tgt, dynamic=dynamic, precision=precision, gpu=gpu
+                fn,
+                sample_inputs,
+                target=tgt,
+                dynamic=dynamic,
+                precision=precision,
+                gpu=gpu,
+                gemm=gemm,
             )
         timings["capture"] = time.perf_counter() - t
-        n_fwd = len(cap.forward.launches)
-        n_bwd = len(cap.backward.launches) if cap.backward is not None else 0
-        show.note(f"captured {n_fwd} forward and {n_bwd} backward launches")
+        counts = [
+            f"{len(g.launches)} {g.name} kernel launches and {len(g.gemms)} GEMMs"
+            for g in (cap.forward, cap.backward)
+            if g is not None
+        ]
+        show.note("captured " + "; ".join(counts))
 
         t = time.perf_counter()
         options = CompileOptions(ptxas=ptxas, ptx_version=ptx_version)

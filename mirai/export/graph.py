@@ -84,17 +84,32 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Gemm:
+    """A matrix multiply that Inductor leaves to a GEMM library (its extern mm/bmm/addmm):
+    out = alpha * (a @ b) + beta * bias, batched over a leading dimension for rank-3 views.
+    `bias` is None, a row vector broadcast over the rows (strides (0, 1)), or a full matrix."""
+
+    op: str  # Inductor's extern kernel: "mm", "bmm", "addmm", "bias_addmm", "baddbmm"
+    a: View
+    b: View
+    out: View
+    bias: View | None = None
+    alpha: float = 1.0
+    beta: float = 1.0
+
+
+@dataclass(frozen=True)
 class KernelGraph:
     """What one Inductor graph (forward or backward) does, as data.
 
-    `inputs` are the graph's arguments in call order, `buffers` the storages it allocates, `steps` its
-    kernel launches in order, `outputs` the views it returns.
+    `inputs` are the graph's arguments in call order, `buffers` the storages it allocates, `steps` what
+    it runs in order (Triton kernel launches and library GEMMs), `outputs` the views it returns.
     """
 
     name: str
     inputs: tuple[GraphInput, ...]
     buffers: tuple[Buffer, ...]
-    steps: tuple[Launch, ...]
+    steps: tuple  # Launch or Gemm, in order
     outputs: tuple  # View, a symbol expression string, or None (no gradient), per output
     output_names: tuple[str, ...]
     source: str = field(default="", repr=False, compare=False)  # Inductor's wrapper module
@@ -105,6 +120,10 @@ class KernelGraph:
     @property
     def launches(self) -> tuple[Launch, ...]:
         return tuple(s for s in self.steps if isinstance(s, Launch))
+
+    @property
+    def gemms(self) -> tuple[Gemm, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Gemm))
 
 
 @dataclass(frozen=True)
@@ -195,5 +214,9 @@ class Capture:
     kernels: dict = field(default_factory=dict, hash=False)  # graph name -> {kernel: KernelSource}
     target: str = "sm_90"  # the device the capture was made for (see targets.capture_target)
     precision: str = precision_modes.DEFAULT
+    gemm: str = "auto"  # the GEMM policy (mirai.export.capture.inductor.GEMM_POLICIES)
+    # graph name -> what autotuning measured for each GEMM (GPU builds): times of the best cuBLAS
+    # and Triton choices, and the kind kept
+    gemm_timings: dict = field(default_factory=dict, hash=False)
     origin: str = ""  # "gpu:<device name>" or "gpuless:<target>"
     versions: dict = field(default_factory=dict, hash=False)

@@ -30,7 +30,8 @@ import re
 from dataclasses import dataclass, field, fields
 
 from mirai.errors import MiraiError, UnsupportedError
-from mirai.export.graph import Capture, KernelBinaries, KernelGraph, View
+from mirai.gpu.precision import get as get_precision
+from mirai.export.graph import Capture, Gemm, KernelBinaries, KernelGraph, Launch, View
 from mirai.export.symbolic import free_symbols, parse, to_cpp
 
 ELEMENT_SIZE = {
@@ -72,6 +73,10 @@ SCALAR_CTYPE = {
     "fp32": "float",
     "fp64": "double",
 }
+
+
+# cuBLASLt's cudaDataType_t of each dtype its GEMMs take here
+GEMM_DATA_TYPE = {"float32": "CUDA_R_32F", "float16": "CUDA_R_16F", "bfloat16": "CUDA_R_16BF"}
 
 
 def tf_arg_name(name: str) -> str:
@@ -242,6 +247,54 @@ class LaunchStep:
 
     kind = "launch"
 
+    @property
+    def name(self) -> str:
+        return self.kernel
+
+
+@dataclass(frozen=True)
+class GemmMatrix:
+    """One GEMM operand as C++: its pointer and its (batch, row, column) strides in elements."""
+
+    ptr: str
+    batch_stride: str
+    row_stride: str
+    col_stride: str
+
+
+@dataclass(frozen=True)
+class GemmStep:
+    """A GEMM run through cuBLASLt: out = alpha * a @ b (+ bias), `batch` times.
+
+    `bias` is "none", "vector" (a row vector added to every row: `c` points at it) or "matrix"
+    (beta * c added). Sizes and strides are C++ expressions; the runtime maps the row-major problem
+    onto cuBLASLt's column-major one."""
+
+    op: str
+    batch: str
+    m: str
+    n: str
+    k: str
+    a: GemmMatrix
+    b: GemmMatrix
+    out: GemmMatrix
+    c: GemmMatrix | None
+    bias: str
+    alpha: str
+    beta: str
+    data_type: str  # mirai_rt's name of cuBLASLt's cudaDataType_t, e.g. "CUDA_R_32F"
+    tf32: bool  # float32 operands may be rounded to TF32 (the precision mode allows it)
+    shape: tuple[str, str, str, str]  # batch, m, n, k as captured size expressions
+
+    @property
+    def dots(self) -> str:
+        """What its products compute, in the terms of compile's `dots`: "tf32", "ieee", "fp16"..."""
+        if self.data_type == "CUDA_R_32F":
+            return "tf32" if self.tf32 else "ieee"
+        return {"CUDA_R_16F": "fp16", "CUDA_R_16BF": "bf16"}[self.data_type]
+
+    kind = "gemm"
+
 
 @dataclass(frozen=True)
 class OutputCopy:
@@ -293,7 +346,7 @@ class OpPlan:
     bindings: tuple[Binding, ...]
     storages: tuple[Storage, ...]
     temps: tuple[Temp, ...]
-    steps: tuple[LaunchStep, ...]
+    steps: tuple[LaunchStep | GemmStep, ...]
     copies: tuple[OutputCopy, ...]
     kernels: tuple[Kernel, ...]
 
@@ -312,6 +365,10 @@ class OpPlan:
     @property
     def launches(self) -> tuple[str, ...]:
         return tuple(s.kernel for s in self.steps if s.kind == "launch")
+
+    @property
+    def gemms(self) -> tuple[GemmStep, ...]:
+        return tuple(s for s in self.steps if s.kind == "gemm")
 
     def template_fields(self) -> dict:
         """The flat dict a template renders with: every field and derived property above."""
@@ -479,30 +536,97 @@ class _OpBuilder:
                 )
         return tuple(out)
 
-    def steps(self) -> tuple[LaunchStep, ...]:
-        names = sorted(self.compiled)
+    def steps(self) -> tuple[LaunchStep | GemmStep, ...]:
         steps = []
         for step in self.graph.steps:
-            kernel = self.compiled[step.kernel]
-            _check_launchable(kernel)
-            args = {a.name: a for a in step.args}
-            params = []
-            for name, ctype in kernel.params:
-                if name not in args:
-                    raise UnsupportedError(f"kernel {step.kernel}: no value for parameter {name}")
-                arg = args[name]
-                if arg.kind == "ptr":
-                    params.append(Param("ptr", self.pointer(arg.view)))
-                    continue
-                cty = SCALAR_CTYPE.get(ctype)
-                if cty is None:
-                    raise UnsupportedError(f"kernel {step.kernel}: parameter type {ctype}")
-                expr = to_cpp(arg.value) if arg.kind == "int" else arg.value
-                check = ctype == "i32" and arg.kind == "int"
-                params.append(Param("scalar", expr, cty, check, name))
-            grid = tuple(to_cpp(g) for g in step.grid)
-            steps.append(LaunchStep(step.kernel, names.index(step.kernel), grid, tuple(params)))
+            if isinstance(step, Gemm):
+                steps.append(self.gemm(step))
+            elif isinstance(step, Launch):
+                steps.append(self.launch(step))
+            else:
+                raise UnsupportedError(f"{self.op_name}: a step of kind {type(step).__name__}")
         return tuple(steps)
+
+    def matrix(self, view: View) -> GemmMatrix:
+        """A rank-2 or rank-3 view as a GEMM operand (a rank-2 one has batch stride 0)."""
+        strides = [to_cpp(parse(s)) for s in view.strides]
+        batch = strides[0] if len(strides) == 3 else "0"
+        return GemmMatrix(self.pointer(view), batch, strides[-2], strides[-1])
+
+    def gemm(self, g: Gemm) -> GemmStep:
+        data_type = GEMM_DATA_TYPE.get(g.out.dtype)
+        if data_type is None:
+            raise UnsupportedError(
+                f"{self.op_name}: a {g.out.dtype} matmul ({g.op}) that Inductor leaves to cuBLAS; "
+                "mirai runs those in cuBLASLt for float32, float16 and bfloat16 only: compute the "
+                "matmul in one of those dtypes"
+            )
+        for name, view in (("first operand", g.a), ("second operand", g.b), ("output", g.out)):
+            if "1" not in (view.strides[-1], view.strides[-2]):
+                raise UnsupportedError(
+                    f"{self.op_name}: the {name} of {g.op} has strides {view.strides}: neither "
+                    "rows nor columns are contiguous, which cuBLASLt cannot read; build with "
+                    "gemm='triton'"
+                )
+        sizes = [to_cpp(parse(s)) for s in g.out.sizes]
+        shape = (g.out.sizes[0] if len(g.out.sizes) == 3 else "1",) + (
+            g.out.sizes[-2],
+            g.out.sizes[-1],
+            g.a.sizes[-1],
+        )
+        bias, c = "none", None
+        if g.bias is not None:
+            c = self.matrix(g.bias)
+            if parse(g.bias.strides[-2]) == 0:
+                if parse(g.bias.strides[-1]) != 1 or g.beta != 1.0:
+                    raise UnsupportedError(
+                        f"{self.op_name}: {g.op} adds a broadcast bias with stride "
+                        f"{g.bias.strides[-1]} and beta {g.beta}; cuBLASLt's bias epilogue takes "
+                        "a contiguous vector with beta 1: build with gemm='triton'"
+                    )
+                bias = "vector"
+            else:
+                bias = "matrix"
+        return GemmStep(
+            op=g.op,
+            batch=sizes[0] if len(sizes) == 3 else "1",
+            m=sizes[-2],
+            n=sizes[-1],
+            k=to_cpp(parse(g.a.sizes[-1])),
+            a=self.matrix(g.a),
+            b=self.matrix(g.b),
+            out=self.matrix(g.out),
+            c=c,
+            bias=bias,
+            alpha=repr(float(g.alpha)),
+            beta=repr(float(g.beta)),
+            data_type=data_type,
+            tf32=g.out.dtype == "float32"
+            and get_precision(self.capture.precision).matmul != "highest",
+            shape=shape,
+        )
+
+    def launch(self, step: Launch) -> LaunchStep:
+        names = sorted(self.compiled)
+        kernel = self.compiled[step.kernel]
+        _check_launchable(kernel)
+        args = {a.name: a for a in step.args}
+        params = []
+        for name, ctype in kernel.params:
+            if name not in args:
+                raise UnsupportedError(f"kernel {step.kernel}: no value for parameter {name}")
+            arg = args[name]
+            if arg.kind == "ptr":
+                params.append(Param("ptr", self.pointer(arg.view)))
+                continue
+            cty = SCALAR_CTYPE.get(ctype)
+            if cty is None:
+                raise UnsupportedError(f"kernel {step.kernel}: parameter type {ctype}")
+            expr = to_cpp(arg.value) if arg.kind == "int" else arg.value
+            check = ctype == "i32" and arg.kind == "int"
+            params.append(Param("scalar", expr, cty, check, name))
+        grid = tuple(to_cpp(g) for g in step.grid)
+        return LaunchStep(step.kernel, names.index(step.kernel), grid, tuple(params))
 
     def finish(self, graph_name: str, description: str, sources: dict) -> OpPlan:
         """Every buffer not yet an input or output is a temporary; freeze the op."""
@@ -683,7 +807,7 @@ def plan(capture: Capture, compiled: dict) -> ExportPlan:
         + "."
     )
     forward = fwd.finish("forward", description, capture.kernels["forward"])
-    if capture.backward is None or not capture.backward.launches:
+    if capture.backward is None or not capture.backward.steps:
         return ExportPlan(capture.name, forward, None, tuple(residuals), Wiring(n_user))
     bwd, gradients = _plan_backward(capture, compiled["backward"], saved_sources, residuals)
     description = (

@@ -168,6 +168,17 @@ def _op_manifest(op: OpPlan, compiled: dict, capture: Capture, wiring) -> dict:
             else None
         ),
         "launches": list(op.launches),
+        "gemms": [
+            {
+                "op": g.op,
+                "library": "cublaslt",
+                "batch_m_n_k": list(g.shape),
+                "bias": g.bias,
+                "dots": [g.dots],
+            }
+            for g in op.gemms
+        ],
+        "gemm_autotune": capture.gemm_timings.get(op.graph, []),
         "kernels": {
             name: {
                 "function": k.function,
@@ -198,6 +209,7 @@ def _manifest(capture: Capture, compiled: dict, export: ExportPlan, targets, def
         "targets": targets,
         "capture_target": capture.target,
         "precision": capture.precision,
+        "gemm": capture.gemm,
         "origin": capture.origin,
         "versions": capture.versions,
         "symbols": {

@@ -157,3 +157,26 @@ def test_capture_and_build_refuse_a_hip_target(tmp_path):
         capture(scale, [torch.ones(4), torch.ones(4)], target="hip:gfx942")
     with pytest.raises(MiraiError, match="gfx942 is a hip target"):
         mirai.build(scale, [torch.ones(4), torch.ones(4)], tmp_path, target="gfx942")
+
+
+def test_unknown_gemm_policy(tmp_path):
+    with pytest.raises(
+        MiraiError, match=r"unknown GEMM policy 'cudnn'; choose one of auto, cublas"
+    ):
+        mirai.build(
+            scale, [torch.ones(4), torch.ones(4)], output_dir=tmp_path, gemm="cudnn", progress=False
+        )
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_a_float64_matmul_is_refused_clearly(tmp_path):
+    # Inductor has no Triton template for a float64 matmul and leaves it to cuBLAS; the generated
+    # code runs cuBLAS GEMMs in fp32, fp16 and bf16 only
+    @mirai.op(name="Mm64")
+    def mm64(a, b):
+        return a @ b
+
+    samples = [torch.randn(8, 16, dtype=torch.float64), torch.randn(16, 4, dtype=torch.float64)]
+    with pytest.raises(UnsupportedError, match=r"a float64 matmul \(mm\).*float32, float16"):
+        mirai.build(mm64, samples, output_dir=tmp_path, progress=False)
+    assert not (tmp_path / "manifest.json").exists()

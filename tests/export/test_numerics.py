@@ -155,6 +155,22 @@ def swap_first_two_inputs(text: str) -> str:
     return text.replace("(inputs[@]))", "(inputs[1]))", 1)
 
 
+def gemm_operand_transposed(text: str) -> str:
+    """The first GEMM reads its second operand with rows and columns swapped."""
+    m = re.search(r"g\.b = mirai_rt::GemmMatrix\{([^,]+), ([^,]+), ([^,]+), ([^}]+)\};", text)
+    ptr, batch, rows, cols = m.groups()
+    return (
+        text[: m.start()]
+        + f"g.b = mirai_rt::GemmMatrix{{{ptr}, {batch}, {cols}, {rows}}};"
+        + text[m.end() :]
+    )
+
+
+def gemm_inner_size_short(text: str) -> str:
+    """The first GEMM sums over one element too few."""
+    return re.sub(r"g\.k = (.+);", r"g.k = (\1) - 1;", text, count=1)
+
+
 def size_off_by_one(text: str) -> str:
     return text.replace("static_cast<int32_t>(s0)", "static_cast<int32_t>(s0 - 1)", 1)
 
@@ -165,6 +181,8 @@ BREAKS = {
     "a grid dimension changed": ("mlp", "static", "MlpBwd", shrink_first_grid),
     "inputs in the wrong order": ("masked", "static", "MaskedFwd", swap_first_two_inputs),
     "a dynamic size off by one": ("layer_norm", "dynamic", "LayerNormFwd", size_off_by_one),
+    "a GEMM operand read transposed": ("mlp", "dynamic", "MlpFwd", gemm_operand_transposed),
+    "a GEMM one short in its inner size": ("mlp", "static", "MlpBwd", gemm_inner_size_short),
 }
 
 
@@ -191,9 +209,21 @@ def test_a_broken_folder_is_caught(suite_builds, host, tmp_path, name):
     assert bad, f"{name} was not caught:\n{table(rows)}"
 
 
-def test_tolerance_follows_what_the_matmuls_compute(suite_builds, tmp_path):
-    # torch 2.13 keeps these small GEMMs in IEEE fp32 even in a "tf32" build; TTIR says so
+def test_tolerance_follows_what_the_matmuls_compute(suite_builds, host, tmp_path):
+    import torch
+
+    fn, samples, _ = SUITE["mlp"]
+    # The default build runs mlp's GEMMs in cuBLAS: TF32 on the GPU in a "tf32" build, IEEE fp32 on
+    # the CPU stand-in. The manifest records that per GEMM.
     manifest = json.loads((suite_builds[("mlp", "static")] / "manifest.json").read_text())
+    gemms = [g for op in manifest["ops"].values() for g in op["gemms"]]
+    assert manifest["gemm"] == "auto" and gemms and all(g["dots"] == ["tf32"] for g in gemms)
+    assert tolerance(manifest, "cuda") == TOLERANCE["tf32"]
+    assert tolerance(manifest, "cpu") == TOLERANCE["ieee"]
+    # As Triton templates, torch 2.13 keeps these small GEMMs in IEEE fp32 even in a "tf32" build;
+    # the TTIR says so, and so does the tolerance.
+    mirai.build(fn, samples(40), output_dir=tmp_path / "small", gemm="triton", progress=False)
+    manifest = json.loads((tmp_path / "small" / "manifest.json").read_text())
     dots = {
         tuple(b["dots"])
         for op in manifest["ops"].values()
@@ -201,13 +231,17 @@ def test_tolerance_follows_what_the_matmuls_compute(suite_builds, tmp_path):
         for b in k["binaries"].values()
     }
     assert manifest["precision"] == "tf32" and ("ieee",) in dots and ("tf32",) not in dots
+    assert not any(op["gemms"] for op in manifest["ops"].values())
     assert tolerance(manifest, "cuda") == TOLERANCE["ieee"]
-    # a GEMM with M >= 16 and min(N, K) >= 512 uses TF32 on the GPU; the interpreter computes IEEE
-    import torch
-
-    fn = SUITE["mlp"][0]
+    # ... and computes right, templates interpreted
+    every_row_passes(
+        verify(fn, samples, tmp_path / "small", device="cpu", runner=host),
+        [40],
+        expected_tensors(fn, samples),
+    )
+    # a template GEMM with M >= 16 and min(N, K) >= 512 uses TF32 on the GPU
     big = [torch.randn(16, 512), torch.randn(512, 512), torch.randn(512), torch.randn(512, 512)]
-    mirai.build(fn, big, output_dir=tmp_path, progress=False)
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    mirai.build(fn, big, output_dir=tmp_path / "big", gemm="triton", progress=False)
+    manifest = json.loads((tmp_path / "big" / "manifest.json").read_text())
     assert tolerance(manifest, "cuda") == TOLERANCE["tf32"]
     assert tolerance(manifest, "cpu") == TOLERANCE["ieee"]

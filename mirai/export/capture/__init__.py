@@ -17,6 +17,7 @@ import tempfile
 from mirai.errors import CaptureError, MiraiError
 from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
 from mirai.gpu.precision import get as get_precision
+from mirai.export.capture.inductor import DEFAULT_GEMM, gemm_policy
 from mirai.export.graph import Capture
 from mirai.gpu.targets import Target, get_target
 
@@ -41,8 +42,9 @@ def capture(
     precision: str = DEFAULT_PRECISION,
     gpu: bool | None = None,
     timeout: float = 1800,
+    gemm: str = DEFAULT_GEMM,
 ) -> Capture:
-    """Capture `op` for `target`.
+    """Capture `op` for `target`; `gemm` names the GEMM policy (GEMM_POLICIES).
 
     >>> cap = capture(pffn, samples, target="sm_90")  # doctest: +SKIP
     >>> [launch.kernel for launch in cap.forward.launches]  # doctest: +SKIP
@@ -58,13 +60,14 @@ def capture(
             "(e.g. sm_90, sm_80)"
         )
     precision = get_precision(precision).name
+    gemm = gemm_policy(gemm).name
     traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
     if use_gpu(gpu):
         from mirai.export.capture.core import capture_graphs
 
-        result = capture_graphs(traced, tgt, precision, gpu=True, name=op.name)
+        result = capture_graphs(traced, tgt, precision, gpu=True, name=op.name, gemm=gemm)
     else:
-        result = _capture_in_worker(traced, tgt, precision, op.name, timeout)
+        result = _capture_in_worker(traced, tgt, precision, op.name, timeout, gemm)
     return _with_versions(result, found)
 
 
@@ -75,14 +78,21 @@ def _with_versions(result: Capture, found: dict) -> Capture:
 
 
 def _capture_in_worker(
-    traced, target: Target, precision: str, name: str, timeout: float
+    traced, target: Target, precision: str, name: str, timeout: float, gemm: str
 ) -> Capture:
     with tempfile.TemporaryDirectory(prefix="mirai-capture-") as tmp:
         request = os.path.join(tmp, "request.pkl")
         result_path = os.path.join(tmp, "result.pkl")
         with open(request, "wb") as f:
             pickle.dump(
-                {"trace": traced, "target": target, "precision": precision, "name": name}, f
+                {
+                    "trace": traced,
+                    "target": target,
+                    "precision": precision,
+                    "name": name,
+                    "gemm": gemm,
+                },
+                f,
             )
         env = dict(os.environ)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
@@ -126,7 +136,10 @@ def inductor_output_code(
     dynamic=False,
     precision: str = DEFAULT_PRECISION,
     gpu: bool | None = None,
+    gemm: str = DEFAULT_GEMM,
 ) -> list[str]:
     """The Python that Inductor generates for `op` on `target`: forward, then backward (if any)."""
-    cap = capture(op, sample_inputs, target=target, dynamic=dynamic, precision=precision, gpu=gpu)
+    cap = capture(
+        op, sample_inputs, target=target, dynamic=dynamic, precision=precision, gpu=gpu, gemm=gemm
+    )
     return [g.source for g in (cap.forward, cap.backward) if g is not None]

@@ -12,7 +12,7 @@ import pickle
 
 import sympy
 
-from mirai.export.capture.inductor import GraphRecord, compile_graphs
+from mirai.export.capture.inductor import DEFAULT_GEMM, GraphRecord, compile_graphs
 from mirai.export.capture.trace import Trace
 from mirai.export.capture.wrapper import interpret
 from mirai.errors import CaptureError
@@ -135,7 +135,9 @@ def _graph_inputs(record: GraphRecord, example_values, symbols: _Symbols) -> lis
     return out
 
 
-def capture_graphs(trace: Trace, target: Target, precision: str, gpu: bool, name: str) -> Capture:
+def capture_graphs(
+    trace: Trace, target: Target, precision: str, gpu: bool, name: str, gemm: str = DEFAULT_GEMM
+) -> Capture:
     """Compile the trace's graph for `target` and return the whole Capture as data."""
     import torch
 
@@ -149,6 +151,7 @@ def capture_graphs(trace: Trace, target: Target, precision: str, gpu: bool, name
         precision=precision,
         num_user_outputs=len(trace.outputs),
         num_sms=target.multi_processor_count,
+        gemm=gemm,
     )
     forward = [r for r in records if r.kind == "forward"]
     backward = [r for r in records if r.kind == "backward"]
@@ -210,6 +213,8 @@ def capture_graphs(trace: Trace, target: Target, precision: str, gpu: bool, name
         kernels=kernels,
         target=target.name,
         precision=precision,
+        gemm=gemm,
+        gemm_timings={r.kind: list(r.gemm_timings) for r in forward + backward},
         origin=origin,
     )
 

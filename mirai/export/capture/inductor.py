@@ -5,9 +5,10 @@ that records, for the forward and the backward graph, the generated wrapper modu
 (the kernels, on a real GPU) and the FX names of its arguments and outputs, which tie the forward's
 saved tensors to the backward's inputs.
 
-Settings: every matmul becomes a Triton template (max-autotune with the TRITON GEMM backend, so a graph
-never calls cuBLAS); the backward graph is compiled eagerly with the forward (AOTAutograd would
-otherwise compile it at the first backward call); caches are off, so the sources are always fresh.
+Settings: max-autotune, with the GEMM backends the `gemm` policy allows (GEMM_POLICIES): Triton
+templates, cuBLAS (which the generated code calls through cuBLASLt), or both, timed against each
+other on a GPU; the backward graph is compiled eagerly with the forward (AOTAutograd would otherwise
+compile it at the first backward call); caches are off, so the sources are always fresh.
 """
 
 from __future__ import annotations
@@ -26,13 +27,50 @@ class GraphRecord:
     output_names: list[str]
     example_inputs: list = field(default_factory=list, repr=False)
     module_globals: dict = field(default_factory=dict, repr=False)
+    gemm_timings: list = field(default_factory=list)  # what autotuning measured (GPU builds)
 
 
-def inductor_settings(gpu: bool) -> dict:
+@dataclass(frozen=True)
+class GemmPolicy:
+    """Which kinds of GEMM a build may use: Inductor's GEMM backends, and what that means."""
+
+    name: str
+    backends: str  # inductor's max_autotune_gemm_backends
+    help: str
+
+
+GEMM_POLICIES = {
+    p.name: p
+    for p in (
+        GemmPolicy(
+            "auto",
+            "ATEN,TRITON",
+            "on a GPU, each GEMM is timed as cuBLAS and as Triton templates and the faster is "
+            "kept; GPU-less, cuBLAS",
+        ),
+        GemmPolicy("cublas", "ATEN", "every GEMM runs in cuBLAS (through cuBLASLt)"),
+        GemmPolicy("triton", "TRITON", "every GEMM is a Triton template"),
+    )
+}
+DEFAULT_GEMM = "auto"
+
+
+def gemm_policy(name: str) -> GemmPolicy:
+    from mirai.errors import MiraiError
+
+    try:
+        return GEMM_POLICIES[name]
+    except KeyError:
+        raise MiraiError(
+            f"unknown GEMM policy {name!r}; choose one of {', '.join(GEMM_POLICIES)}"
+        ) from None
+
+
+def inductor_settings(gpu: bool, gemm: str = DEFAULT_GEMM) -> dict:
     settings = {
         "max_autotune": True,
         "max_autotune_gemm": True,
-        "max_autotune_gemm_backends": "TRITON",
+        "max_autotune_gemm_backends": gemm_policy(gemm).backends,
         "force_disable_caches": True,
         "fx_graph_cache": False,
         "freezing": False,
@@ -71,11 +109,12 @@ def _matmul_precision(precision: str):
 
 @contextlib.contextmanager
 def _gemm_choice(num_sms: int):
-    """Without a GPU nothing can be benchmarked: pick one GEMM template config by a roofline heuristic."""
+    """Without a GPU nothing can be benchmarked: take cuBLAS where the policy offers it, else pick one
+    GEMM template config by a roofline heuristic."""
     from torch._inductor.select_algorithm import get_algorithm_selector_cache
 
     cache = get_algorithm_selector_cache()
-    chooser = lambda choices: choose_gemm_config(choices, num_sms)  # noqa: E731
+    chooser = lambda choices: choose_gemm_gpuless(choices, num_sms)  # noqa: E731
     cache.add_preprocessing_fn(chooser)
     try:
         yield
@@ -101,6 +140,22 @@ def _hint(V, expr) -> int:
     # torch 2.13 names it optimization_hint; torch 2.11 size_hint
     hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
     return int(hint(expr, fallback=64))
+
+
+def choose_gemm_gpuless(choices: list, num_sms: int) -> list:
+    """The one choice a GPU-less build makes: the extern (cuBLAS) one where offered, since cuBLAS
+    beats Inductor's templates at the sizes that matter (bench/RESULTS-pffn.md); else a template."""
+    import torch
+    from torch._inductor.select_algorithm import ExternKernelCaller
+
+    extern = [c for c in choices if isinstance(c, ExternKernelCaller)]
+    # the dtypes the generated code's cuBLASLt GEMMs take (mirai.export.plan.GEMM_DATA_TYPE)
+    if extern and extern[0].layout.dtype in (torch.float32, torch.float16, torch.bfloat16):
+        return extern[:1]
+    templates = [c for c in choices if not isinstance(c, ExternKernelCaller)]
+    if templates:
+        return choose_gemm_config(templates, num_sms)
+    return choose_gemm_config(choices, num_sms)
 
 
 def choose_gemm_config(choices: list, num_sms: int) -> list:
@@ -136,6 +191,44 @@ def choose_gemm_config(choices: list, num_sms: int) -> list:
     return [min(scored, key=lambda item: item[0])[1]]
 
 
+@contextlib.contextmanager
+def _gemm_timings(sink: list):
+    """Record what Inductor's autotuner measured for each GEMM it chose a kernel for: the best
+    cuBLAS and the best Triton template time, and which kind won (GPU builds only)."""
+    from torch._inductor import select_algorithm
+
+    def save(timings, name, input_nodes, *rest):
+        from torch._inductor.select_algorithm import ExternKernelCaller
+
+        best = {}
+        for choice, ms in timings.items():
+            kind = "cublas" if isinstance(choice, ExternKernelCaller) else "triton"
+            if ms == float("inf"):
+                continue
+            if kind not in best or ms < best[kind][0]:
+                best[kind] = (float(ms), getattr(choice, "description", "") or str(choice))
+        if not best:
+            return
+        sink.append(
+            {
+                "name": name,
+                "sizes": [[str(s) for s in node.get_size()] for node in input_nodes],
+                "ms": {kind: round(ms, 5) for kind, (ms, _) in sorted(best.items())},
+                "best_triton": best.get("triton", (0, ""))[1],
+                "chosen": min(best, key=lambda kind: best[kind][0]),
+            }
+        )
+
+    if not hasattr(select_algorithm, "add_feedback_saver"):  # a torch without the hook
+        yield
+        return
+    select_algorithm.add_feedback_saver(save)
+    try:
+        yield
+    finally:
+        select_algorithm.clear_feedback_savers()
+
+
 def _make_outputs_dense(gm, indices) -> None:
     """Make the user-visible outputs of `gm` dense row-major, as TensorFlow tensors are.
 
@@ -168,7 +261,14 @@ def _make_outputs_dense(gm, indices) -> None:
 
 
 def compile_graphs(
-    gm, example_inputs, *, gpu: bool, precision: str, num_user_outputs: int, num_sms: int = 132
+    gm,
+    example_inputs,
+    *,
+    gpu: bool,
+    precision: str,
+    num_user_outputs: int,
+    num_sms: int = 132,
+    gemm: str = DEFAULT_GEMM,
 ):
     """Compile `gm` for CUDA with Inductor; return the GraphRecords of the forward and backward graphs."""
     import torch
@@ -177,10 +277,12 @@ def compile_graphs(
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     records: list[GraphRecord] = []
+    timings: list[dict] = []
 
     def recording_inner_compile(graph, inputs, **kwargs):
         backward = bool(kwargs.get("is_backward"))
         _make_outputs_dense(graph, None if backward else range(num_user_outputs))
+        measured = len(timings)
         compiled = compile_fx_inner(graph, inputs, **kwargs)
         placeholders = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
         output_node = next(n for n in graph.graph.nodes if n.op == "output")
@@ -194,17 +296,20 @@ def compile_graphs(
                 output_names=outputs,
                 example_inputs=list(inputs),
                 module_globals=getattr(fn, "__globals__", {}) if gpu else {},
+                gemm_timings=timings[measured:],
             )
         )
         return compiled
 
     stack = contextlib.ExitStack()
     with stack:
-        stack.enter_context(inductor_config.patch(inductor_settings(gpu)))
+        stack.enter_context(inductor_config.patch(inductor_settings(gpu, gemm)))
         stack.enter_context(functorch_config.patch(force_non_lazy_backward_lowering=True))
         stack.enter_context(_matmul_precision(precision))
         if not gpu:
             stack.enter_context(_gemm_choice(num_sms))
+        else:
+            stack.enter_context(_gemm_timings(timings))
         torch._dynamo.reset()
         compiled = compile_fx(gm, example_inputs, inner_compile=recording_inner_compile)
     return records, compiled

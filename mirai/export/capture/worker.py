@@ -25,7 +25,12 @@ def main(argv: list[str]) -> int:
 
         result = {
             "capture": capture_graphs(
-                request["trace"], target, request["precision"], gpu=False, name=request["name"]
+                request["trace"],
+                target,
+                request["precision"],
+                gpu=False,
+                name=request["name"],
+                gemm=request["gemm"],
             )
         }
     except Exception as err:  # reported to the parent, which raises it with this context

@@ -3,9 +3,11 @@
 Inductor's Python wrapper allocates buffers, reinterprets views and launches Triton kernels in order.
 Instead of parsing that code, `interpret` executes it with every runtime helper replaced by a recorder:
 tensors are symbolic (a storage name, sympy sizes/strides/offset), sizes of dynamic dimensions are sympy
-symbols, allocations become Buffers and each `kernel.run(...)` becomes a Launch with its grid worked out
-from the kernel's chosen configuration. Anything the export face cannot reproduce (an extern kernel such
-as cuBLAS or an aten fallback, a CPU buffer, a tensor method) raises UnsupportedError naming it.
+symbols, allocations become Buffers, each `kernel.run(...)` becomes a Launch with its grid worked out
+from the kernel's chosen configuration, and each extern matmul (`extern_kernels.mm/bmm/addmm`, which
+Inductor leaves to cuBLAS) becomes a Gemm that the generated code runs through cuBLASLt. Anything else
+the export face cannot reproduce (another extern kernel, an aten fallback, a CPU buffer, a tensor
+method) raises UnsupportedError naming it.
 
 Written for the wrappers of torch 2.11 and 2.13 (see mirai.gpu.versions).
 """
@@ -20,6 +22,7 @@ import sympy
 from mirai.errors import CaptureError, UnsupportedError
 from mirai.export.graph import (
     Buffer,
+    Gemm,
     GraphInput,
     KernelArg,
     KernelGraph,
@@ -94,11 +97,61 @@ class _Unsupported:
 
     def __call__(self, *args, **kwargs):
         raise UnsupportedError(
-            f"the graph calls {self._what}, which is not a Triton kernel (mirai exports only "
-            "Triton kernels: matmuls become Triton templates, but ops that Inductor leaves to "
-            "aten or to a library such as cuBLAS or cuDNN cannot be exported); rewrite that part "
+            f"the graph calls {self._what}, which is neither a Triton kernel nor a matmul (mirai "
+            "exports Triton kernels and runs matmuls through cuBLASLt; other ops that Inductor "
+            "leaves to aten or to a library such as cuDNN cannot be exported); rewrite that part "
             "of the function"
         )
+
+
+class _ExternKernels:
+    """`extern_kernels` as the wrapper sees it: its matmuls are recorded as Gemm steps; any other
+    extern kernel is unsupported."""
+
+    def __init__(self, recorder: "_Recorder"):
+        self._recorder = recorder
+
+    def _gemm(self, op, a, b, out, bias=None, alpha=1, beta=1):
+        tensors = [t for t in (a, b, out, bias) if t is not None]
+        if not all(isinstance(t, SymTensor) for t in tensors):
+            raise CaptureError(f"extern {op}: an operand is not a tensor of the graph")
+        rank = len(out.sizes)
+        if rank not in (2, 3) or len(a.sizes) != rank or len(b.sizes) != rank:
+            raise UnsupportedError(f"extern {op} of rank {rank} operands")
+        if len({t.dtype for t in (a, b, out)}) != 1:
+            raise UnsupportedError(f"extern {op} with mixed operand dtypes")
+        if bias is not None and len(bias.sizes) == 1:  # addmm's 1-D bias: a broadcast row
+            bias = SymTensor(bias.base, bias.dtype, out.sizes, (0, bias.strides[0]), bias.offset)
+        self._recorder.steps.append(
+            Gemm(
+                op=op,
+                a=a.view(),
+                b=b.view(),
+                out=out.view(),
+                bias=None if bias is None else bias.view(),
+                alpha=float(alpha),
+                beta=float(beta) if bias is not None else 0.0,
+            )
+        )
+        return out
+
+    def mm(self, a, b, *, out):
+        return self._gemm("mm", a, b, out)
+
+    def bmm(self, a, b, *, out):
+        return self._gemm("bmm", a, b, out)
+
+    def addmm(self, bias, a, b, *, alpha=1, beta=1, out):
+        return self._gemm("addmm", a, b, out, bias, alpha, beta)
+
+    def bias_addmm(self, bias, a, b, *, alpha=1, beta=1, out):
+        return self._gemm("bias_addmm", a, b, out, bias, alpha, beta)
+
+    def baddbmm(self, bias, a, b, *, alpha=1, beta=1, out):
+        return self._gemm("baddbmm", a, b, out, bias, alpha, beta)
+
+    def __getattr__(self, name):
+        return getattr(_Unsupported("extern_kernels"), name)
 
 
 class _Recorder:
@@ -256,7 +309,6 @@ def interpret(
     finally:
         async_compile_module.AsyncCompile = original
 
-    unsupported_extern = _Unsupported("extern_kernels")
     namespace.update(
         torch=_TorchStandIn(torch),
         empty_strided_cuda=recorder.empty_strided,
@@ -268,7 +320,7 @@ def interpret(
         assert_alignment=recorder.assert_size_stride,
         copy_if_misaligned=recorder.copy_if_misaligned,
         get_raw_stream=lambda index: 0,
-        extern_kernels=unsupported_extern,
+        extern_kernels=_ExternKernels(recorder),
         aten=_Unsupported("aten"),
         alloc_from_pool=_Unsupported("alloc_from_pool"),
         start_graph=lambda *a, **k: None,
