@@ -1,12 +1,22 @@
 """Benchmark of the exported pffn against PyTorch on the same GPU, in the same process.
 
-    python bench/bench_pffn.py [--batches 64,2000,8000] [--builds /tmp/mirai-gpu-check]
+    python bench/bench_pffn.py [--batches 64,512,2000,8000] [--builds DIR] [--gpuless DIR]
 
-For each batch size (E=8, D=256, H=1024, tf32): time per call of the generated forward and
-forward+backward (the launch code the TensorFlow ops wrap, called through ctypes) against eager PyTorch
-and torch.compile (max-autotune, no CUDA graphs: kernels against kernels), measured with triton.testing.do_bench on identical inputs. Then the
-host time per call at tiny shapes (B=8), where launch overhead dominates. Prints a Markdown table and
-writes it to bench/RESULTS-pffn.md (and $OUT when set).
+For each batch size (E=8, D=256, H=1024, tf32) it times, side by side on identical inputs with
+triton.testing.do_bench, the forward and forward+backward of:
+
+- the generated ops of the builds found, run through their C interface (the launch code the
+  TensorFlow ops wrap; TensorFlow itself cannot be installed on the GPU machine): "auto", built on
+  this GPU with gemm="auto" (`--builds DIR`: DIR/gpu-B<batch>, as tests/gpu/check_pffn.py --work
+  leaves them); "triton", built on this GPU with gemm="triton" (DIR/gpu-triton-B<batch>);
+  "gpuless", static builds made on a machine without a GPU (`--gpuless DIR`: DIR/B<batch>, as
+  check_pffn.py --prepare makes them); "dynamic", one GPU-less dynamic build (DIR/dynamic) serving
+  every batch;
+- torch.compile (max-autotune, no CUDA graphs: kernels against kernels) and eager PyTorch.
+
+Then the host time per call of the dynamic build at a tiny batch, where launch overhead dominates. Prints Markdown tables
+and writes them to bench/RESULTS-pffn.md (and $OUT when set); earlier results kept in that file are
+left below the new ones.
 """
 
 from __future__ import annotations
@@ -15,27 +25,15 @@ import argparse
 import os
 import sys
 import time
+from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-
-def build(batch: int, folder: Path) -> Path:
-    import pffn as example
-
-    import mirai
-
-    if not (folder / "manifest.json").exists():
-        mirai.build(
-            example.pffn,
-            example.sample_inputs(batch, device="cuda"),
-            output_dir=folder,
-            gpu=True,
-            progress=False,
-        )
-    return folder
+RESULTS = ROOT / "bench" / "RESULTS-pffn.md"
+HISTORY = "## Earlier results"
 
 
 def timed(fn) -> float:
@@ -59,6 +57,49 @@ def host_time(fn, calls: int = 300) -> float:
     return elapsed / calls * 1e6
 
 
+def variants(batch: int, args) -> dict[str, Path]:
+    """The generated builds to time at `batch`, by name (those that exist)."""
+    folders = {
+        "auto": args.builds / f"gpu-B{batch}",
+        "triton": args.builds / f"gpu-triton-B{batch}",
+    }
+    if args.gpuless is not None:
+        folders["gpuless"] = args.gpuless / f"B{batch}"
+        folders["dynamic"] = args.gpuless / "dynamic"
+    return {n: f for n, f in folders.items() if (f / "manifest.json").exists()}
+
+
+def autotune_table(args, batches) -> str:
+    """What Inductor measured for each GEMM of the builds made on this GPU (their manifests)."""
+    import json
+
+    lines = []
+    for batch in batches:
+        folder = variants(batch, args).get("auto")
+        if folder is None:
+            continue
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for op, spec in manifest["ops"].items():
+            for t in spec.get("gemm_autotune", []):
+                ms = t["ms"]
+                lines.append(
+                    f"| {batch} | {op} | {t['name']} {' x '.join(str(s) for s in t['sizes'])} | "
+                    f"{ms.get('cublas', float('nan')):.4f} | {ms.get('triton', float('nan')):.4f} | "
+                    f"{t['chosen']} |"
+                )
+    if not lines:
+        return ""
+    return (
+        "\nGEMMs of the builds made on this GPU, as Inductor's autotuner timed them (ms):\n\n"
+        "| B | op | GEMM (input sizes) | cuBLAS | best Triton template | kept |\n"
+        "|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n"
+    )
+
+
+def cell(times: dict, name: str, peer: float) -> str:
+    return f"{times[name]:.3f} ({peer / times[name]:.2f}x)" if name in times else "-"
+
+
 def main(argv=None) -> int:
     import torch
 
@@ -66,14 +107,26 @@ def main(argv=None) -> int:
     from mirai.export.launch import GeneratedFunction
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", default="64,2000,8000")
+    parser.add_argument("--batches", default="64,512,2000,8000")
     parser.add_argument("--builds", type=Path, default=Path("/tmp/mirai-gpu-check"))
+    parser.add_argument("--gpuless", type=Path, help="GPU-less builds: DIR/B<batch>, DIR/dynamic")
     args = parser.parse_args(argv)
     torch.set_float32_matmul_precision("high")
-    compiled = torch.compile(example.pffn.fn, mode="max-autotune-no-cudagraphs")
-    rows = []
-    for batch in [int(b) for b in args.batches.split(",")]:
-        gen = GeneratedFunction(build(batch, args.builds / f"gpu-B{batch}"))
+
+    def peer():  # static shapes per batch: what torch.compile gives a fixed production shape
+        torch._dynamo.reset()
+        return torch.compile(example.pffn.fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+
+    batches = [int(b) for b in args.batches.split(",")]
+    names = [
+        n
+        for n in ("auto", "triton", "gpuless", "dynamic")
+        if any(n in variants(b, args) for b in batches)
+    ]
+    fwd_rows, fb_rows = [], []
+    for batch in batches:
+        builds = variants(batch, args)
+        compiled = peer()
         inputs = [t.requires_grad_(True) for t in example.sample_inputs(batch, device="cuda")]
         plain = [t.detach() for t in inputs]
         grad = torch.randn(batch, example.E, example.D, device="cuda")
@@ -89,38 +142,65 @@ def main(argv=None) -> int:
         with torch.no_grad():
             t_eager = timed(lambda: example.pffn.fn(*plain))
             t_comp = timed(lambda: compiled(*plain))
-        t_gen = timed(lambda: gen(plain))
         t_eager_fb = timed(eager_fb)
         t_comp_fb = timed(compiled_fb)
-        t_gen_fb = timed(lambda: gen.forward_backward(plain, [grad]))
+        gen_fwd, gen_fb = {}, {}
+        for name, folder in builds.items():
+            fn = GeneratedFunction(folder)
+            gen_fwd[name] = timed(lambda: fn(plain))
+            gen_fb[name] = timed(lambda: fn.forward_backward(plain, [grad]))
         flops = 2 * 3 * batch * example.E * example.D * example.H
-        rows.append(
-            f"| {batch} | {t_gen:.3f} | {t_comp:.3f} | {t_eager:.3f} | {t_comp / t_gen:.2f} | "
-            f"{flops / t_gen / 1e9:.0f} | {t_gen_fb:.3f} | {t_comp_fb:.3f} | {t_eager_fb:.3f} | "
-            f"{t_comp_fb / t_gen_fb:.2f} |"
+        best = min(gen_fwd.values())
+        fwd_rows.append(
+            f"| {batch} | "
+            + " | ".join(cell(gen_fwd, n, t_comp) for n in names)
+            + f" | {t_comp:.3f} | {t_eager:.3f} | {flops / best / 1e9:.0f} |"
         )
-        print(rows[-1], flush=True)
+        fb_rows.append(
+            f"| {batch} | "
+            + " | ".join(cell(gen_fb, n, t_comp_fb) for n in names)
+            + f" | {t_comp_fb:.3f} | {t_eager_fb:.3f} |"
+        )
+        print(fwd_rows[-1], fb_rows[-1], sep="\n", flush=True)
 
     tiny = 8
-    gen = GeneratedFunction(build(tiny, args.builds / f"gpu-B{tiny}"))
+    dynamic = variants(tiny, args).get("dynamic")
     plain = example.sample_inputs(tiny, device="cuda")
+    compiled = peer()
     with torch.no_grad():
         h_eager = host_time(lambda: example.pffn.fn(*plain))
         compiled(*plain)
         h_comp = host_time(lambda: compiled(*plain))
-    h_gen = host_time(lambda: gen(plain))
+    gen = GeneratedFunction(dynamic) if dynamic else None
+    h_gen = host_time(lambda: gen(plain)) if gen else float("nan")
+    head = " | ".join(f"generated {n}" for n in names)
+    import triton
+
     text = (
-        f"# pffn benchmark\n\n{torch.cuda.get_device_name()}, torch {torch.__version__}, "
-        "E=8 D=256 H=1024, tf32; milliseconds per call (triton do_bench); ratio = torch.compile / "
-        "generated (above 1: generated is faster).\n\n"
-        "| B | generated fwd | torch.compile fwd | eager fwd | ratio | generated TFLOP/s | "
-        "generated fwd+bwd | torch.compile fwd+bwd | eager fwd+bwd | ratio |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        f"Host time per forward call at B={tiny} (microseconds): generated launch code through "
-        f"ctypes {h_gen:.0f}, torch.compile {h_comp:.0f}, eager {h_eager:.0f}.\n"
+        f"# pffn benchmark\n\n{date.today().isoformat()}: {torch.cuda.get_device_name()}, torch "
+        f"{torch.__version__}, triton {triton.__version__}; E=8 D=256 H=1024, tf32. Milliseconds per "
+        "call (triton do_bench); in brackets torch.compile / generated (above 1: generated is "
+        "faster). The generated ops run through their C interface (the launch code the TensorFlow "
+        "ops wrap), since TensorFlow cannot be installed on the GPU machine.\n\n"
+        "Builds: auto = built on this GPU, Inductor timing cuBLAS against its Triton templates per "
+        "GEMM; gpuless = built on a machine without a GPU (GEMMs in cuBLAS through cuBLASLt); "
+        "dynamic = one GPU-less build for every batch; triton = built on this GPU with every GEMM a "
+        "Triton template.\n\n"
+        f"Forward:\n\n| B | {head} | torch.compile | eager | best generated TFLOP/s |\n"
+        f"|---|{'---|' * len(names)}---|---|---|\n" + "\n".join(fwd_rows) + "\n\n"
+        f"Forward + backward:\n\n| B | {head} | torch.compile | eager |\n"
+        f"|---|{'---|' * len(names)}---|---|\n" + "\n".join(fb_rows) + "\n\n"
+        f"Host time per forward call at B={tiny} (microseconds): generated (dynamic) through ctypes "
+        f"{h_gen:.0f}, torch.compile {h_comp:.0f}, eager {h_eager:.0f}.\n"
     )
+    text += autotune_table(args, batches)
     print(text)
-    (ROOT / "bench" / "RESULTS-pffn.md").write_text(text)
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    if old:  # the previous results move under HISTORY, newest first
+        top, _, history = old.partition(HISTORY)
+        top = top.replace("# pffn benchmark", "", 1).strip()
+        text = f"{text}\n{HISTORY}\n\n{top}\n\n{history.strip()}\n".rstrip() + "\n"
+    RESULTS.write_text(text)
     if os.environ.get("OUT"):
         (Path(os.environ["OUT"]) / "RESULTS-pffn.md").write_text(text)
     return 0

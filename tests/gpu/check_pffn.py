@@ -135,6 +135,10 @@ def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
     return refusals(fn, cases)
 
 
+def _batches(text: str) -> list[int]:
+    return [] if text == "none" else [int(b) for b in text.split(",")]
+
+
 def table(rows) -> str:
     header = ["build", "B", "max rel err"] + NAMES
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -153,6 +157,13 @@ def table(rows) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="64,2000,8000")
+    parser.add_argument(
+        "--gpu-batches",
+        help="batch sizes to also build on this GPU (default: all of --batches; 'none': none)",
+    )
+    parser.add_argument(
+        "--no-gpu-dynamic", action="store_true", help="no dynamic build on this GPU"
+    )
     parser.add_argument("--precision", default="tf32", choices=PRECISIONS)
     parser.add_argument(
         "--gpuless", type=Path, help="folder of GPU-less builds (B64/, B2000/, ...)"
@@ -161,7 +172,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-gpu-check"))
     parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
     args = parser.parse_args(argv)
-    batches = [int(b) for b in args.batches.split(",")]
+    batches = _batches(args.batches)
     if args.prepare:
         prepare(args.prepare, batches, args.precision)
         return 0
@@ -174,19 +185,21 @@ def main(argv=None) -> int:
         )
         return 2
     rows = []
+    gpu_batches = batches if args.gpu_batches is None else _batches(args.gpu_batches)
     for batch in batches:
         out = args.work / f"gpu-B{batch}"
-        seconds = build_on_gpu(batch, out, args.precision)
-        rows.append(
-            {
-                "build": "gpu",
-                "batch": batch,
-                "build_seconds": round(seconds, 1),
-                "errors": check_dir(out, batch, seed=100 + batch),
-                "tolerance": dir_tolerance(out),
-            }
-        )
-        print(table(rows[-1:]), flush=True)
+        if batch in gpu_batches:
+            seconds = build_on_gpu(batch, out, args.precision)
+            rows.append(
+                {
+                    "build": "gpu",
+                    "batch": batch,
+                    "build_seconds": round(seconds, 1),
+                    "errors": check_dir(out, batch, seed=100 + batch),
+                    "tolerance": dir_tolerance(out),
+                }
+            )
+            print(table(rows[-1:]), flush=True)
         if args.gpuless:
             gdir = args.gpuless / f"B{batch}"
             if gdir.exists():
@@ -200,17 +213,19 @@ def main(argv=None) -> int:
                 )
                 print(table(rows[-1:]), flush=True)
     dynamic_dir = args.work / "gpu-dynamic"
-    build_on_gpu(batches[-1], dynamic_dir, args.precision, dynamic=True)
+    if not args.no_gpu_dynamic:
+        build_on_gpu(batches[-1], dynamic_dir, args.precision, dynamic=True)
     for batch in batches:
-        rows.append(
-            {
-                "build": "gpu dynamic",
-                "batch": batch,
-                "errors": check_dir(dynamic_dir, batch, seed=200 + batch),
-                "tolerance": dir_tolerance(dynamic_dir),
-            }
-        )
-        print(table(rows[-1:]), flush=True)
+        if not args.no_gpu_dynamic:
+            rows.append(
+                {
+                    "build": "gpu dynamic",
+                    "batch": batch,
+                    "errors": check_dir(dynamic_dir, batch, seed=200 + batch),
+                    "tolerance": dir_tolerance(dynamic_dir),
+                }
+            )
+            print(table(rows[-1:]), flush=True)
         if args.gpuless and (args.gpuless / "dynamic").exists():
             rows.append(
                 {
@@ -221,8 +236,15 @@ def main(argv=None) -> int:
                 }
             )
             print(table(rows[-1:]), flush=True)
+    # wrong inputs, to a static and a dynamic build (made here, else the GPU-less ones)
+    static_dir = args.work / f"gpu-B{gpu_batches[0]}" if gpu_batches else None
+    static_batch = gpu_batches[0] if gpu_batches else batches[0]
+    if static_dir is None and args.gpuless:
+        static_dir = args.gpuless / f"B{static_batch}"
+    if args.no_gpu_dynamic and args.gpuless:
+        dynamic_dir = args.gpuless / "dynamic"
     refused = {
-        "static": bad_inputs(args.work / f"gpu-B{batches[0]}", batches[0], dynamic=False),
+        "static": bad_inputs(static_dir, static_batch, dynamic=False),
         "dynamic": bad_inputs(dynamic_dir, batches[0], dynamic=True),
     }
     print(json.dumps(refused, indent=2))
