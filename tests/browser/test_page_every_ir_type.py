@@ -8,8 +8,6 @@ import urllib.request
 
 from pagehelpers import done_count, output_text, pane, wait_for_result
 
-LANGUAGE_OF_FAMILY = {"pytorch": "pytorch", "triton": "triton"}
-
 
 def _listing(server_url: str) -> list[dict]:
     with urllib.request.urlopen(server_url + "/ir_types") as r:

@@ -137,7 +137,8 @@ def split_args(text: str) -> list[str]:
 
 
 def swap_first_two_launches(text: str) -> str:
-    blocks = list(re.finditer(r"  \{  // \w+\n.*?\n  \}\n", text, re.DOTALL))
+    # every step (a kernel launch or a GEMM) is a block opened by a comment naming it
+    blocks = list(re.finditer(r"  \{  // [^\n]+\n.*?\n  \}\n", text, re.DOTALL))
     a, b = blocks[0], blocks[1]
     return text[: a.start()] + b.group() + a.group() + text[b.end() :]
 

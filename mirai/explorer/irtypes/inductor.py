@@ -1,8 +1,8 @@
 """inductor_output_code: what torch.compile (Inductor) generates for a CUDA target, GPU-less: the
 forward and backward wrapper modules with their Triton kernels, per model.
 
-The capture itself belongs to the export face (`mirai.export.capture.inductor_output_code`); this module only
-adapts the request's models to it.
+The capture itself belongs to the export face (`mirai.export.capture.inductor_output_code`); this
+module only adapts the request's models to it.
 """
 
 from __future__ import annotations
