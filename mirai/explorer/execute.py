@@ -12,7 +12,7 @@ from pathlib import Path
 from mirai.explorer.errors import ExplorerError, error_response, ok_response
 from mirai.explorer.irtypes import Context, lookup
 from mirai.explorer.irtypes.registry import join_sections
-from mirai.explorer.pipeline import apply_pipeline, stages_of
+from mirai.explorer.pipeline import apply_pipeline, check_stages, stages_of
 
 
 def execute(
@@ -35,6 +35,7 @@ def execute(
                 triton_cache_dir=Path(triton_cache_dir) if triton_cache_dir else None,
             )
             stages = stages_of(request)
+            check_stages(stages, allowed_user_tools)  # before the user's code or any tool runs
             sections = [
                 (
                     label,

@@ -1,5 +1,6 @@
 """Optional pass pipelines (guide §4.2): the request's tool fields, in the guide's fixed order, each
-split on `&&` into stages; every stage is a subprocess that reads the IR on stdin.
+split on `&&` into stages; every stage is a subprocess that reads the IR on stdin. Before any stage
+runs, the flags of every stage are checked against the tool's flag policy (check_stages).
 
 With `dump_after_each_opt` the output keeps every stage, with the byte-exact delimiters
 
@@ -42,6 +43,18 @@ Stage(alias='opt', flags='-O2')]
     return stages
 
 
+def check_stages(stages: list[Stage], allowed_user_tools: list[str] | None = None) -> None:
+    """Raise ExplorerError for the first stage whose flags the policy refuses (or whose user_tool
+    executable is not allowed); runs nothing.
+
+    >>> check_stages([Stage("mlir-opt", "--cse"), Stage("llc", "--load=/tmp/evil.so")])
+    Traceback (most recent call last):
+    mirai.explorer.errors.ExplorerError: Invalid flags for llc
+    """
+    for stage in stages:
+        TOOLS[stage.alias].check_flags(stage.flags, allowed_user_tools)
+
+
 def stage_delimiter(tool: str, flags: str) -> str:
     return f"===== IR after {tool} {flags} ====="
 
@@ -57,6 +70,7 @@ def apply_pipeline(
     """Run `ir` through `stages`; the last stage's output, or every stage's with delimiters."""
     if not stages:
         return ir
+    check_stages(stages, allowed_user_tools)
     dumps = [f"{INITIAL_DELIMITER}\n{ir}"]
     current = ir
     for stage in stages:

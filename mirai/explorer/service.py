@@ -13,6 +13,7 @@ from typing import Callable
 from mirai.explorer.cache import ResultCache, TritonCaches
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.irtypes import lookup
+from mirai.explorer.pipeline import check_stages, stages_of
 from mirai.explorer.pool import WorkerPool
 from mirai.explorer.schemas import GenerateRequest
 from mirai.explorer.settings import Settings
@@ -46,6 +47,8 @@ class Explorer:
         """(response in the guide's shape, whether it came from the cache)."""
         try:
             lookup(request.ir_type)
+            # Refused tool flags are answered here, without a worker (the worker checks again).
+            check_stages(stages_of(request.model_dump()), self.settings.allowed_user_tools)
         except ExplorerError as err:
             return err.as_response(), False
         key = request.cache_key()

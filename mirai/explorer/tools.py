@@ -22,7 +22,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mirai.explorer import flagpolicy
 from mirai.explorer.errors import ExplorerError
+from mirai.explorer.flagpolicy import FlagPolicy
 
 LLVM_VERSION = "22"
 LLVM_DIR = Path(f"/usr/lib/llvm-{LLVM_VERSION}/bin")
@@ -30,7 +32,8 @@ LLVM_DIR = Path(f"/usr/lib/llvm-{LLVM_VERSION}/bin")
 
 @dataclass(frozen=True)
 class Tool:
-    """One pipeline tool: `alias` as the guide names it, `field` the request field that drives it."""
+    """One pipeline tool: `alias` as the guide names it, `field` the request field that drives it,
+    `flag_policy` what its flags may not do (mirai.explorer.flagpolicy)."""
 
     alias: str
     field: str
@@ -40,6 +43,7 @@ class Tool:
     versioned: bool = False
     python_module: str | None = None
     note: str = ""
+    flag_policy: FlagPolicy = flagpolicy.ANY_TOOL
 
     def resolve(self) -> list[str] | None:
         """The command prefix that runs this tool, or None when it is nowhere to be found."""
@@ -59,6 +63,15 @@ class Tool:
         if self.python_module:
             return [sys.executable, "-m", self.python_module]
         return None
+
+    def check_flags(self, flags: str, allowed: list[str] | None = None) -> None:
+        """Raise ExplorerError when the policy refuses any of `flags`; runs nothing.
+
+        >>> TOOLS["llc"].check_flags("-o /tmp/x")
+        Traceback (most recent call last):
+        mirai.explorer.errors.ExplorerError: Invalid flags for llc
+        """
+        self.flag_policy.check(self.alias, _split(flags), flags)
 
     def command(self, flags: str, allowed: list[str] | None = None) -> tuple[str, list[str]]:
         """(name shown in the delimiter, argv) for one stage with `flags` (a shell-quoted string)."""
@@ -80,7 +93,20 @@ class UserTool(Tool):
     def resolve(self) -> list[str] | None:
         return None
 
+    def check_flags(self, flags: str, allowed: list[str] | None = None) -> None:
+        """The executable must be allowed; the flags after it are checked as any tool's."""
+        _, rest = self._allowed(flags, allowed)
+        self.flag_policy.check(self.alias, rest, flags)
+
     def command(self, flags: str, allowed: list[str] | None = None) -> tuple[str, list[str]]:
+        name, rest = self._allowed(flags, allowed)
+        found = shutil.which(name)
+        if found is None:
+            raise ExplorerError(f"user_tool: executable '{name}' not found on $PATH")
+        return name, [found, *rest]
+
+    @staticmethod
+    def _allowed(flags: str, allowed: list[str] | None) -> tuple[str, list[str]]:
         tokens = _split(flags)
         if not tokens:
             raise ExplorerError("user_tool: no executable given", "the first token names it")
@@ -91,10 +117,7 @@ class UserTool(Tool):
                 "the operator allows executables by name: "
                 "`mirai serve --allow-user-tool NAME` (or MIRAI_EXPLORER_ALLOWED_USER_TOOLS)",
             )
-        found = shutil.which(name)
-        if found is None:
-            raise ExplorerError(f"user_tool: executable '{name}' not found on $PATH")
-        return name, [found, *rest]
+        return name, rest
 
 
 def _split(flags: str) -> list[str]:
@@ -111,6 +134,7 @@ _TOOL_LIST = [
         "torch-mlir-opt",
         "TORCH_MLIR_OPT_PATH",
         note="the torch-mlir wheel's torch-mlir-opt",
+        flag_policy=flagpolicy.LLVM,
     ),
     Tool(
         "mlir-opt",
@@ -119,6 +143,7 @@ _TOOL_LIST = [
         "LLVM_BIN_PATH",
         versioned=True,
         note="Debian mlir-22-tools",
+        flag_policy=flagpolicy.LLVM,
     ),
     Tool(
         "mlir-translate",
@@ -127,6 +152,7 @@ _TOOL_LIST = [
         "LLVM_BIN_PATH",
         versioned=True,
         note="Debian mlir-22-tools",
+        flag_policy=flagpolicy.LLVM,
     ),
     Tool(
         "opt",
@@ -136,8 +162,17 @@ _TOOL_LIST = [
         extra_flags=("-S",),
         versioned=True,
         note="Debian llvm-22; -S is added so the output stays text",
+        flag_policy=flagpolicy.LLVM,
     ),
-    Tool("llc", "llc", "llc", "LLVM_BIN_PATH", versioned=True, note="Debian llvm-22"),
+    Tool(
+        "llc",
+        "llc",
+        "llc",
+        "LLVM_BIN_PATH",
+        versioned=True,
+        note="Debian llvm-22",
+        flag_policy=flagpolicy.LLVM,
+    ),
     Tool(
         "triton-opt",
         "triton_opt",
@@ -145,6 +180,7 @@ _TOOL_LIST = [
         "TRITON_OPT_PATH",
         python_module="mirai.explorer.tritontools.opt",
         note="mirai's triton-opt on Triton's Python bindings: MLIR pass names as flags",
+        flag_policy=flagpolicy.TRITON_OPT,
     ),
     Tool(
         "triton-llvm-opt",
@@ -153,6 +189,7 @@ _TOOL_LIST = [
         "TRITON_OPT_PATH",
         python_module="mirai.explorer.tritontools.llvm_opt",
         note="mirai's triton-llvm-opt on Triton's bundled LLVM",
+        flag_policy=flagpolicy.TRITON_LLVM_OPT,
     ),
     UserTool("user-tool", "user_tool", "", note="first token: an executable the operator allowed"),
 ]
