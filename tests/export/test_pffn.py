@@ -49,16 +49,21 @@ def test_generated_folder_matches_the_contract(pffn_static):
             )
 
 
-def test_every_matmul_is_a_triton_template(pffn_static):
+def test_every_matmul_runs_in_cublaslt(pffn_static):
+    # the default gemm policy, GPU-less: the 3 forward bmms and the 6 backward ones (two per bmm)
+    # run in cuBLASLt; everything around them is fused into Triton kernels, none a GEMM template
     manifest = json.loads((pffn_static / "manifest.json").read_text())
-    fwd = manifest["ops"]["PffnFwd"]["launches"]
-    bwd = manifest["ops"]["PffnBwd"]["launches"]
-    # 3 bmm forward, 6 backward (two per bmm), all Triton templates; no extern kernels anywhere.
-    assert sum("bmm" in k and k.startswith("triton_tem") for k in fwd) == 3
-    assert sum(k.startswith("triton_tem") for k in bwd) >= 5
-    for op in ("PffnFwd", "PffnBwd"):
+    assert manifest["gemm"] == "auto"
+    for op, count in (("PffnFwd", 3), ("PffnBwd", 6)):
+        spec = manifest["ops"][op]
+        assert [g["op"] for g in spec["gemms"]] == ["bmm"] * count, op
+        assert all(g["dots"] == ["tf32"] and g["library"] == "cublaslt" for g in spec["gemms"])
+        assert not any(k.startswith("triton_tem") for k in spec["launches"]), op
         launch = (pffn_static / f"{op}_launch.h").read_text()
+        assert launch.count("mirai_rt::RunGemm(") == count
         assert "extern" not in launch.replace('extern "C"', "")
+    runtime = (pffn_static / "mirai_runtime.h").read_text()
+    assert 'getenv("MIRAI_CUBLASLT")' in runtime and '"libcublasLt.so.13"' in runtime
 
 
 def test_launch_code_is_framework_neutral_and_loads_libcuda_at_run_time(pffn_static):

@@ -34,6 +34,7 @@ def mlp_two_archs(tmp_path_factory):
         dynamic=True,
         target="sm_90,sm_80",
         gpu=False,
+        gemm="triton",
         progress=False,
     )
     run(["bash", "build.sh"], cwd=out, env=without_cuda_env())
