@@ -247,10 +247,6 @@ class LaunchStep:
 
     kind = "launch"
 
-    @property
-    def name(self) -> str:
-        return self.kernel
-
 
 @dataclass(frozen=True)
 class GemmMatrix:
