@@ -84,3 +84,21 @@ PRINTS_TTGIR = (
 )
 
 NO_LAUNCH = ADD_KERNEL.split("x = torch.randn")[0]
+
+# Raw IR for the pipeline tools: an LLVM-dialect module and LLVM IR.
+LLVM_DIALECT = """
+module {
+  llvm.func @add(%a: i32, %b: i32) -> i32 {
+    %0 = llvm.add %a, %b : i32
+    llvm.return %0 : i32
+  }
+}
+""".lstrip()
+
+LLVM_IR = """
+define i32 @square_plus(i32 %x) {
+  %1 = mul i32 %x, %x
+  %2 = add i32 %1, 0
+  ret i32 %2
+}
+""".lstrip()

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from explorer_samples import GUIDE_MODEL
+from explorer_samples import GUIDE_MODEL, LLVM_DIALECT, LLVM_IR
 
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.flagpolicy import LLVM
@@ -22,23 +22,6 @@ from mirai.explorer.tools import TOOLS
 
 LLVM_TOOLS = ("mlir-opt", "mlir-translate", "opt", "llc", "torch-mlir-opt")
 ALL_TOOLS = (*LLVM_TOOLS, "triton-opt", "triton-llvm-opt", "user-tool")
-
-LLVM_DIALECT = """
-module {
-  llvm.func @add(%a: i32, %b: i32) -> i32 {
-    %0 = llvm.add %a, %b : i32
-    llvm.return %0 : i32
-  }
-}
-""".lstrip()
-
-LLVM_IR = """
-define i32 @square_plus(i32 %x) {
-  %1 = mul i32 %x, %x
-  %2 = add i32 %1, 0
-  ret i32 %2
-}
-""".lstrip()
 
 TTIR = """
 module {

@@ -6,28 +6,11 @@ import pytest
 
 import re
 
-from explorer_samples import ADD_KERNEL, GUIDE_MODEL, TWO_MODELS
+from explorer_samples import ADD_KERNEL, GUIDE_MODEL, LLVM_DIALECT, LLVM_IR, TWO_MODELS
 
 pytestmark = pytest.mark.tools  # LLVM/MLIR 22, torch-mlir-opt, triton-opt
 
 DELIMITER = re.compile(r"^===== IR after [\s\S]*? =====$", re.M)  # the guide's §5 regex
-
-LLVM_DIALECT = """
-module {
-  llvm.func @add(%a: i32, %b: i32) -> i32 {
-    %0 = llvm.add %a, %b : i32
-    llvm.return %0 : i32
-  }
-}
-""".lstrip()
-
-LLVM_IR = """
-define i32 @square_plus(i32 %x) {
-  %1 = mul i32 %x, %x
-  %2 = add i32 %1, 0
-  ret i32 %2
-}
-""".lstrip()
 
 
 def headers(output: str) -> list[str]:
