@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -68,11 +69,15 @@ class Worker:
             raise WorkerDied(f"worker exited while starting:\n{self.log_tail(0)}")
 
     async def run(self, payload: dict, timeout_s: float) -> dict:
+        """The worker's answer to `payload`. Each message carries a fresh id that the answer must
+        echo: a line that does not is never handed to a client (WorkerDied, and the worker is
+        replaced), so no stray writer can pass one request's answer off as another's."""
+        request_id = uuid.uuid4().hex
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         if offset > LOG_LIMIT:  # the worker appends (O_APPEND): emptying the file here is safe
             os.truncate(self.log_path, 0)
             offset = 0
-        self.proc.stdin.write(json.dumps(payload).encode() + b"\n")
+        self.proc.stdin.write(json.dumps({**payload, "id": request_id}).encode() + b"\n")
         try:
             await self.proc.stdin.drain()
             line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
@@ -82,7 +87,16 @@ class Worker:
             await self._reap()
             raise WorkerDied(self.describe_exit() + "\n" + self.log_tail(offset))
         self.served += 1
-        return json.loads(line)
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or answer.get("id") != request_id:
+            raise WorkerDied(f"the worker's answer is not tied to this request: {line[:200]!r}")
+        response = answer.get("response")
+        if not isinstance(response, dict) or response.get("status") not in ("ok", "error"):
+            raise WorkerDied(f"the worker's answer has no response: {line[:200]!r}")
+        return response
 
     def describe_exit(self) -> str:
         code = self.proc.returncode if self.proc else None

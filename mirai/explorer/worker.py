@@ -3,8 +3,9 @@
 
     python -m mirai.explorer.worker '{"tool_timeout_s": 60, "memory_limit_mb": 6144, ...}'
 
-stdin: one request per line, {"request": {...}, "triton_cache_dir": "..."}.
-stdout: {"ready": true} once warm, then one response per request (the guide's shape). Anything else
+stdin: one request per line, {"id": "...", "request": {...}, "triton_cache_dir": "..."}.
+stdout: {"ready": true} once warm, then one line per request, {"id": <the request's>, "response":
+<the guide's shape>}. Anything else
 printed (user code, C libraries) goes to stderr, the worker's log, never into the protocol.
 The memory limit (RLIMIT_AS, on top of what the warm worker already maps) is set once warm; the time
 limit is the server's: it kills a worker that overruns and starts another.
@@ -57,7 +58,7 @@ def main() -> int:
             allowed_user_tools=config.get("allowed_user_tools", []),
             triton_cache_dir=message.get("triton_cache_dir"),
         )
-        protocol.write(json.dumps(response) + "\n")
+        protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
         protocol.flush()
     return 0
 
