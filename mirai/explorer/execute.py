@@ -1,11 +1,10 @@
-"""One /generate_ir request, start to finish, as a worker runs it: generator for the ir_type, then
-the optional pipeline, in a fresh temporary directory. Always returns the guide's response shape.
+"""One /generate_ir request, start to finish, as a request process runs it: generator for the
+ir_type, then the optional pipeline, in the request's own folder (made and removed by
+mirai.explorer.isolate). Always returns the guide's response shape.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import traceback
 from pathlib import Path
 
@@ -18,50 +17,44 @@ from mirai.explorer.pipeline import apply_pipeline, check_stages, stages_of
 def execute(
     request: dict,
     *,
+    workdir: Path,
     tool_timeout_s: float = 60.0,
     allowed_user_tools: list[str] | None = None,
     triton_cache_dir: str | None = None,
 ) -> dict:
     """{status: ok, output} or {status: error, message, detail} for one request (a dict of fields)."""
-    previous_cwd = os.getcwd()
-    with tempfile.TemporaryDirectory(prefix="mirai-request-") as workdir:
-        os.chdir(workdir)
-        try:
-            ir_type = lookup(request.get("ir_type", ""))
-            ctx = Context(
-                request=request,
-                workdir=Path(workdir),
-                tool_timeout_s=tool_timeout_s,
-                triton_cache_dir=Path(triton_cache_dir) if triton_cache_dir else None,
+    try:
+        ir_type = lookup(request.get("ir_type", ""))
+        ctx = Context(
+            request=request,
+            workdir=Path(workdir),
+            tool_timeout_s=tool_timeout_s,
+            triton_cache_dir=Path(triton_cache_dir) if triton_cache_dir else None,
+        )
+        stages = stages_of(request)
+        check_stages(stages, allowed_user_tools)  # before the user's code or any tool runs
+        sections = [
+            (
+                label,
+                apply_pipeline(
+                    ir,
+                    stages,
+                    dump_each=bool(request.get("dump_after_each_opt")),
+                    timeout_s=tool_timeout_s,
+                    allowed_user_tools=allowed_user_tools or [],
+                ),
             )
-            stages = stages_of(request)
-            check_stages(stages, allowed_user_tools)  # before the user's code or any tool runs
-            sections = [
-                (
-                    label,
-                    apply_pipeline(
-                        ir,
-                        stages,
-                        dump_each=bool(request.get("dump_after_each_opt")),
-                        timeout_s=tool_timeout_s,
-                        allowed_user_tools=allowed_user_tools or [],
-                    ),
-                )
-                for label, ir in ir_type.generate(ctx)
-            ]
-            return ok_response(join_sections(sections, ir_type.comment))
-        except ExplorerError as err:
-            return err.as_response()
-        except MemoryError:
-            return error_response(
-                "memory limit exceeded", "the request needed more memory than a worker may use"
-            )
-        except Exception as err:  # raised while compiling the user's model or kernels
-            detail = "".join(traceback.format_exception(type(err), err, err.__traceback__))
-            summary = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            message = (
-                f"could not generate {request.get('ir_type')}: {type(err).__name__}: {summary}"
-            )
-            return error_response(message, detail)
-        finally:
-            os.chdir(previous_cwd)
+            for label, ir in ir_type.generate(ctx)
+        ]
+        return ok_response(join_sections(sections, ir_type.comment))
+    except ExplorerError as err:
+        return err.as_response()
+    except MemoryError:
+        return error_response(
+            "memory limit exceeded", "the request needed more memory than a worker may use"
+        )
+    except Exception as err:  # raised while compiling the user's model or kernels
+        detail = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+        summary = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        message = f"could not generate {request.get('ir_type')}: {type(err).__name__}: {summary}"
+        return error_response(message, detail)

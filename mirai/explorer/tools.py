@@ -100,22 +100,26 @@ class UserTool(Tool):
 
     def command(self, flags: str, allowed: list[str] | None = None) -> tuple[str, list[str]]:
         name, rest = self._allowed(flags, allowed)
-        found = shutil.which(name)
+        found = shutil.which(name)  # a path (with "/") is taken as it is when executable
         if found is None:
             raise ExplorerError(f"user_tool: executable '{name}' not found on $PATH")
         return name, [found, *rest]
 
     @staticmethod
     def _allowed(flags: str, allowed: list[str] | None) -> tuple[str, list[str]]:
+        """(executable, its flags). "*" in `allowed` (`mirai serve --allow-user-tools`) lets any
+        executable run, by name or by path; else it must be named in the list."""
         tokens = _split(flags)
         if not tokens:
             raise ExplorerError("user_tool: no executable given", "the first token names it")
         name, rest = tokens[0], tokens[1:]
-        if name not in (allowed or []):
+        allowed = allowed or []
+        if name not in allowed and "*" not in allowed:
             raise ExplorerError(
                 f"user_tool: executable '{name}' is not allowed",
                 "the operator allows executables by name: "
-                "`mirai serve --allow-user-tool NAME` (or MIRAI_EXPLORER_ALLOWED_USER_TOOLS)",
+                "`mirai serve --allow-user-tool NAME` (or MIRAI_EXPLORER_ALLOWED_USER_TOOLS), or "
+                "any executable with `--allow-user-tools` (for one user on their own machine)",
             )
         return name, rest
 

@@ -1,50 +1,48 @@
-"""A worker process: imports torch, torch_mlir and triton once, warms them up, then runs requests
-(one at a time) for the server, which talks to it by JSON lines.
+"""A worker process: imports torch, torch_mlir and triton once, warms them up, then serves requests
+one at a time for the server, which talks to it by JSON lines. Each request runs in a fresh child
+forked from this warm process (mirai.explorer.isolate); the worker itself never runs user code.
 
-    python -m mirai.explorer.worker '{"tool_timeout_s": 60, "memory_limit_mb": 6144, ...}'
+    python -m mirai.explorer.worker '{"tool_timeout_s": 20, "memory_limit_mb": 6144, ...}'
 
-stdin: one request per line, {"id": "...", "request": {...}, "triton_cache_dir": "..."}.
+stdin: one request per line, {"id": "...", "request": {...}, "timeout_s": 20}.
 stdout: {"ready": true} once warm, then one line per request, {"id": <the request's>, "response":
-<the guide's shape>}. Anything else
-printed (user code, C libraries) goes to stderr, the worker's log, never into the protocol.
-The memory limit (RLIMIT_AS, on top of what the warm worker already maps) is set once warm; the time
-limit is the server's: it kills a worker that overruns and starts another.
+<the guide's shape>}. Anything else printed (ours, C libraries') goes to stderr, the worker's log,
+never into the protocol. The server starts the worker inside the sandbox (mirai.explorer.sandbox)
+unless told --no-sandbox.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 
 def _log(message: str) -> None:
     print(f"[mirai worker {os.getpid()}] {message}", file=sys.stderr, flush=True)
 
 
-def _limit_memory(extra_mb: int) -> None:
-    with open("/proc/self/statm") as statm:
-        mapped = int(statm.read().split()[0]) * resource.getpagesize()
-    limit = mapped + extra_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
 def main() -> int:
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # stray prints (ours, user code's, C libraries') go to the log
+    os.dup2(2, 1)  # stray prints (ours, C libraries') go to the log
     sys.stdout = sys.stderr
     started = time.monotonic()
     import torch
 
     torch.set_num_threads(1)  # workers run side by side; each uses one core
     from mirai.explorer.execute import execute
+    from mirai.explorer.isolate import Limits, prepare_worker, run_request
     from mirai.explorer.warmup import warm_up
 
     warm_up(_log)
-    _limit_memory(int(config.get("memory_limit_mb", 6144)))
+    prepare_worker()
+    scratch = Path(tempfile.gettempdir())
+    tool_timeout_s = float(config.get("tool_timeout_s", 20.0))
+    allowed_user_tools = config.get("allowed_user_tools", [])
     _log(f"ready in {time.monotonic() - started:.1f} s")
     protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     protocol.flush()
@@ -52,12 +50,24 @@ def main() -> int:
         if not line.strip():
             continue
         message = json.loads(line)
-        response = execute(
-            message["request"],
-            tool_timeout_s=float(config.get("tool_timeout_s", 60.0)),
-            allowed_user_tools=config.get("allowed_user_tools", []),
-            triton_cache_dir=message.get("triton_cache_dir"),
+        limits = Limits(
+            timeout_s=float(message.get("timeout_s") or config.get("request_timeout_s", 20.0)),
+            memory_mb=int(config.get("memory_limit_mb", 6144)),
+            processes=int(config.get("max_processes", 64)),
+            file_mb=int(config.get("max_file_mb", 512)),
+            request_uid=config.get("request_uid"),
         )
+
+        def work(folder: Path, request: dict = message["request"]) -> dict:
+            return execute(
+                request,
+                workdir=folder,
+                tool_timeout_s=min(tool_timeout_s, limits.timeout_s),
+                allowed_user_tools=allowed_user_tools,
+                triton_cache_dir=str(folder / "triton"),
+            )
+
+        response = run_request(work, limits, scratch, _log)
         protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
         protocol.flush()
     return 0
