@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .stamps
-APT_PACKAGES := g++ make llvm-22 mlir-22-tools chromium
+APT_PACKAGES := g++ make llvm-22 mlir-22-tools chromium bubblewrap
 WEB_DIR := web
 PIP_FLAGS := --disable-pip-version-check -q
 
@@ -17,7 +17,8 @@ PIP_FLAGS := --disable-pip-version-check -q
 
 setup: system python web
 
-# Debian packages: the LLVM/MLIR 22 tools, a browser for the page's tests, a C++ compiler for the ops.
+# Debian packages: the LLVM/MLIR 22 tools, a browser for the page's tests, a C++ compiler for the ops,
+# bubblewrap, the sandbox of the explorer's workers.
 system: $(STAMPS)/system
 $(STAMPS)/system: Makefile
 	@mkdir -p $(STAMPS)
