@@ -19,12 +19,19 @@ def register(subparsers) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--workers", type=int, help="pre-warmed worker processes (default 2)")
-    parser.add_argument("--queue-size", type=int, help="requests that may wait for a worker")
     parser.add_argument(
-        "--timeout", type=float, dest="request_timeout_s", help="seconds per request"
+        "--queue-size",
+        type=int,
+        help="requests that may wait for a worker (default 16; one client at most half)",
     )
     parser.add_argument(
-        "--tool-timeout", type=float, dest="tool_timeout_s", help="seconds per tool"
+        "--timeout", type=float, dest="request_timeout_s", help="seconds per request (default 20)"
+    )
+    parser.add_argument(
+        "--tool-timeout",
+        type=float,
+        dest="tool_timeout_s",
+        help="seconds per tool (default 20, at most --timeout)",
     )
     parser.add_argument("--memory-limit-mb", type=int, help="memory a request may add to a worker")
     parser.add_argument("--cache-entries", type=int, help="results kept in the result cache")

@@ -83,7 +83,7 @@ class JsonBodyMiddleware:
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ExplorerError)
     async def explorer_error(request: Request, err: ExplorerError) -> JSONResponse:
-        return JSONResponse(err.as_response(), status_code=err.http_status)
+        return JSONResponse(err.as_response(), status_code=err.http_status, headers=err.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, err: RequestValidationError) -> JSONResponse:

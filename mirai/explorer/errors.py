@@ -12,11 +12,18 @@ class ExplorerError(MiraiError):
     {'status': 'error', 'message': 'IR type not supported', 'detail': ''}
     """
 
-    def __init__(self, message: str, detail: str = "", http_status: int = 200) -> None:
+    def __init__(
+        self,
+        message: str,
+        detail: str = "",
+        http_status: int = 200,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail
         self.http_status = http_status  # the guide answers its errors with 200; others may differ
+        self.headers = headers or {}  # HTTP headers of the answer (e.g. Retry-After)
 
     def as_response(self) -> dict:
         return error_response(self.message, self.detail)

@@ -48,7 +48,8 @@ class JobStore:
         self.settings = settings
         self.jobs: dict[str, Job] = {}
 
-    def submit(self, request: GenerateRequest) -> Job:
+    def submit(self, request: GenerateRequest, client: str = "") -> Job:
+        """Run `request` in the background; it waits for a worker in `client`'s turn."""
         self._prune()
         if len(self.jobs) >= self.settings.max_jobs:
             raise ExplorerError(
@@ -56,7 +57,7 @@ class JobStore:
             )
         job = Job(uuid.uuid4().hex, request.ir_type)
         self.jobs[job.id] = job
-        job.task = asyncio.get_running_loop().create_task(self._run(job, request))
+        job.task = asyncio.get_running_loop().create_task(self._run(job, request, client))
         return job
 
     def get(self, job_id: str) -> Job:
@@ -74,16 +75,18 @@ class JobStore:
             self._finish(job, "cancelled", None)
         return job
 
-    async def _run(self, job: Job, request: GenerateRequest) -> None:
+    async def _run(self, job: Job, request: GenerateRequest, client: str) -> None:
         def started() -> None:
             if job.state == "queued":
                 job.state = "running"
 
         try:
-            result, _ = await self.explorer.generate(request, on_start=started)
+            result, _ = await self.explorer.generate(request, on_start=started, client=client)
         except asyncio.CancelledError:
             self._finish(job, "cancelled", None)
             return
+        except ExplorerError as err:  # the server is busy
+            result = err.as_response()
         self._finish(job, "done" if result.get("status") == "ok" else "failed", result)
 
     @staticmethod

@@ -1,9 +1,12 @@
 """The pool of pre-warmed worker processes that run requests (user code never runs in the server).
 
 Each worker (`mirai.explorer.worker`) handles one request at a time. Past the pool, requests wait, up
-to `queue_size` of them; one more gets a clear "busy" error. A worker that overruns the time limit is
-killed (with everything it started) and replaced; one that dies is replaced and its log's tail is
-returned as the error's detail.
+to `queue_size` of them (one client at most half of them), and free workers go to the waiting clients
+in turn (`mirai.explorer.fairqueue`); one request more gets a clear "server busy" error
+(`ServerBusy`, answered with a Retry-After header). Each request carries its time limit
+(`timeout_s`) to the worker, which stops the request itself; a worker that has not answered
+`TIMEOUT_GRACE_S` after the limit is killed (with everything it started) and replaced. One that dies
+is replaced and its log's tail is returned as the error's detail.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from mirai.explorer.errors import ExplorerError
+from mirai.explorer.fairqueue import FairQueue
 from mirai.explorer.settings import Settings
 
 log = logging.getLogger("mirai.explorer")
@@ -28,10 +33,20 @@ READY_TIMEOUT_S = 300.0
 STREAM_LIMIT = 1 << 30  # a response is one JSON line; IR dumps can be large
 LOG_TAIL = 6000
 LOG_LIMIT = 8 << 20  # a worker's log is emptied before a request when it has grown past this
+# How long past a request's time limit the server still waits for the worker's own answer.
+TIMEOUT_GRACE_S = 5.0
 
 
 class WorkerDied(Exception):
     pass
+
+
+class ServerBusy(ExplorerError):
+    """Every worker is in use and the queue (or the client's share of it) is full."""
+
+    def __init__(self, message: str, detail: str, retry_after_s: int) -> None:
+        super().__init__(message, detail, headers={"Retry-After": str(retry_after_s)})
+        self.retry_after_s = retry_after_s
 
 
 class Worker:
@@ -43,6 +58,7 @@ class Worker:
         self.log_path = log_dir / f"worker-{number}.log"
         self.proc: asyncio.subprocess.Process | None = None
         self.served = 0
+        self.ready = False  # started and warm; false again once it is being replaced
 
     async def start(self) -> None:
         command = [
@@ -67,6 +83,14 @@ class Worker:
             raise WorkerDied(f"worker not ready after {READY_TIMEOUT_S:g} s") from None
         if not line:
             raise WorkerDied(f"worker exited while starting:\n{self.log_tail(0)}")
+        self.ready = True
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    async def wait(self) -> None:
+        """Until the process has exited."""
+        await self.proc.wait()
 
     async def run(self, payload: dict, timeout_s: float) -> dict:
         """The worker's answer to `payload`. Each message carries a fresh id that the answer must
@@ -123,6 +147,7 @@ class Worker:
             self.kill()
 
     def kill(self) -> None:
+        self.ready = False
         if self.proc is None or self.proc.returncode is not None:
             return
         try:
@@ -137,13 +162,12 @@ class WorkerPool:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.log_dir = Path(settings.cache_dir) / "logs"
-        self.idle: asyncio.Queue[Worker | None] = asyncio.Queue()
-        self.waiting = 0
+        self.idle: FairQueue[Worker] = FairQueue()
         self.busy = 0
-        self.workers: set[Worker] = set()
+        self.workers: set[Worker] = set()  # started or starting, not yet replaced
         self.started_workers = 0
         self.start_error: str | None = None
-        self.failed = False  # a worker could not be started: the queue holds a None sentinel
+        self._starting = 0  # workers being started
         self._numbers = 0
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
@@ -160,23 +184,35 @@ class WorkerPool:
         for worker in list(self.workers):
             worker.kill()
 
-    def ready_workers(self) -> int:
-        return self.idle.qsize() - int(self.failed) + self.busy
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a worker."""
+        return self.idle.waiting
 
-    async def run(self, payload: dict, on_start: Callable[[], None] | None = None) -> dict:
-        """The worker's response to `payload`; ExplorerError when busy, timed out or crashed."""
-        if self.idle.empty() and self.waiting >= self.settings.queue_size:
-            raise ExplorerError(
-                "server busy: every worker is in use and the queue is full, try again later",
-                f"{self.settings.workers} workers, {self.settings.queue_size} queued requests",
-            )
-        worker = await self._acquire()
+    @property
+    def client_queue_size(self) -> int:
+        """Requests one client may have waiting: half the queue (at least one when there is a queue)."""
+        return max(1, self.settings.queue_size // 2) if self.settings.queue_size else 0
+
+    def ready_workers(self) -> int:
+        """Workers idle or running a request: warm, alive, and not being replaced."""
+        return sum(1 for worker in self.workers if worker.ready and worker.alive())
+
+    async def run(
+        self, payload: dict, on_start: Callable[[], None] | None = None, client: str = ""
+    ) -> dict:
+        """The worker's response to `payload`, once `client`'s turn comes; ServerBusy when the queue is
+        full, ExplorerError when timed out or crashed."""
+        self._check_room(client)
+        worker = await self._acquire(client)
         self.busy += 1
         if on_start:
             on_start()
         timeout = self.settings.request_timeout_s
         try:
-            response = await worker.run(payload, timeout)
+            # The worker stops the request at `timeout_s`; the server kills it a grace later.
+            message = {**payload, "timeout_s": timeout}
+            response = await worker.run(message, timeout + TIMEOUT_GRACE_S)
         except asyncio.TimeoutError:
             self._replace(worker)
             raise ExplorerError(
@@ -193,33 +229,79 @@ class WorkerPool:
             self.busy -= 1
         if worker.served >= self.settings.max_worker_requests:
             self._replace(worker)  # user code may leave state behind: start afresh now and then
-        else:
-            self.idle.put_nowait(worker)
+        elif worker in self.workers:  # not replaced meanwhile (it died just after answering)
+            self.idle.put(worker)
         return response
 
-    async def _acquire(self) -> Worker:
-        self.waiting += 1
-        try:
-            worker = await self.idle.get()
-        finally:
-            self.waiting -= 1
-        if worker is None:  # the sentinel of a worker that could not be started: tell every waiter
-            self.idle.put_nowait(None)
-            raise ExplorerError("no worker could be started", self.start_error or "")
-        return worker
+    def _check_room(self, client: str) -> None:
+        if self.idle.free:
+            return
+        workers, queue_size = self.settings.workers, self.settings.queue_size
+        # Within one time limit every running request ends and frees its worker for a waiting one.
+        retry = math.ceil(self.settings.request_timeout_s)
+        when = f"retry in {retry} s (Retry-After)"
+        if self.idle.waiting >= queue_size:
+            raise ServerBusy(
+                "server busy: every worker is in use and the queue is full, try again later",
+                f"{workers} workers, {queue_size} queued requests; {when}",
+                retry,
+            )
+        if self.idle.waiting_for(client) >= self.client_queue_size:
+            raise ServerBusy(
+                "server busy: this client already has as many requests queued as one client may,"
+                " try again later",
+                f"{self.client_queue_size} queued requests per client; {when}",
+                retry,
+            )
+
+    async def _acquire(self, client: str) -> Worker:
+        while True:
+            if self._none_coming():
+                raise ExplorerError("no worker could be started", self.start_error)
+            worker = await self.idle.get(client)
+            if worker.alive():
+                return worker
+            self._replace(worker)  # died while idle, before its watch noticed
 
     def _replace(self, worker: Worker) -> None:
         worker.kill()
+        if worker not in self.workers:  # replaced already
+            return
         self.workers.discard(worker)
         if not self._closed:
             self._spawn()
 
-    def _spawn(self) -> None:
-        task = asyncio.get_running_loop().create_task(self._start_one())
+    async def _watch(self, worker: Worker) -> None:
+        """Replace the worker as soon as it dies on its own, idle or not: /health stops counting it
+        and its replacement warms up before a request needs it."""
+        await worker.wait()
+        if worker in self.workers:
+            log.error("worker %d died: %s", worker.number, worker.describe_exit())
+            self._replace(worker)
+
+    def _track(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _spawn(self) -> None:
+        self._starting += 1
+        self._track(self._start_one())
+
+    def _none_coming(self) -> bool:
+        """No worker is alive or starting: nothing will ever serve a waiting request."""
+        return not self.workers and not self._starting
+
     async def _start_one(self) -> None:
+        try:
+            started = await self._start_worker()
+        finally:
+            self._starting -= 1
+        if not started and self._none_coming():
+            self.idle.fail_waiters(ExplorerError("no worker could be started", self.start_error))
+
+    async def _start_worker(self) -> bool:
+        """Start a worker (three attempts) and make it free; whether that worked."""
         for attempt in range(3):
             self._numbers += 1
             worker = Worker(self._numbers, self.settings, self.log_dir)
@@ -238,8 +320,7 @@ class WorkerPool:
                 raise
             self.started_workers += 1
             log.info("worker %d ready in %.1f s", worker.number, time.monotonic() - started)
-            self.idle.put_nowait(worker)
-            return
-        if not self.failed:
-            self.failed = True
-            self.idle.put_nowait(None)
+            self._track(self._watch(worker))
+            self.idle.put(worker)
+            return True
+        return False

@@ -1,5 +1,5 @@
-"""The explorer service behind the routes: cache lookup, then a worker; results of successful
-requests are cached, Triton caches are freed on request.
+"""The explorer service behind the routes: cache lookup, then a worker (in the client's turn); results
+of successful requests are cached, Triton caches are freed on request.
 
 Routes get it as `ExplorerDep` (mirai.explorer.routes.deps).
 """
@@ -14,7 +14,7 @@ from mirai.explorer.cache import ResultCache, TritonCaches
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.irtypes import lookup
 from mirai.explorer.pipeline import check_stages, stages_of
-from mirai.explorer.pool import WorkerPool
+from mirai.explorer.pool import ServerBusy, WorkerPool
 from mirai.explorer.schemas import GenerateRequest
 from mirai.explorer.settings import Settings
 
@@ -42,9 +42,14 @@ class Explorer:
             pass
 
     async def generate(
-        self, request: GenerateRequest, on_start: Callable[[], None] | None = None
+        self,
+        request: GenerateRequest,
+        on_start: Callable[[], None] | None = None,
+        client: str = "",
     ) -> tuple[dict, bool]:
-        """(response in the guide's shape, whether it came from the cache)."""
+        """(response in the guide's shape, whether it came from the cache). `client` (the client's
+        address) is whose turn the request waits for. Raises ServerBusy when the queue is full: the
+        app answers it in the guide's shape with a Retry-After header."""
         try:
             lookup(request.ir_type)
             # Refused tool flags are answered here, without a worker (the worker checks again).
@@ -60,7 +65,9 @@ class Explorer:
             "triton_cache_dir": str(self.triton_caches.dir_for(request.code)),
         }
         try:
-            response = await self.pool.run(payload, on_start)
+            response = await self.pool.run(payload, on_start, client)
+        except ServerBusy:
+            raise
         except ExplorerError as err:
             return err.as_response(), False
         self.results.put(key, response, code=request.code)

@@ -24,9 +24,11 @@ class Settings(BaseModel):
     queue_size: int = Field(
         16, ge=0, description="requests that may wait for a worker; more are 'busy'"
     )
-    request_timeout_s: float = Field(120.0, gt=0, description="wall-clock limit of one request")
+    request_timeout_s: float = Field(20.0, gt=0, description="wall-clock limit of one request")
     tool_timeout_s: float = Field(
-        60.0, gt=0, description="limit of one pipeline stage (subprocess)"
+        20.0,
+        gt=0,
+        description="limit of one pipeline stage (subprocess); at most the request's limit",
     )
     memory_limit_mb: int = Field(
         6144, ge=256, description="address space a request may add to a worker"
@@ -64,9 +66,10 @@ class Settings(BaseModel):
         return cls(**values)
 
     def worker_config(self) -> dict:
-        """What a worker process needs to know (sent as JSON when it starts)."""
+        """What a worker process needs to know (sent as JSON when it starts). A tool's time limit
+        longer than the request's would never be reached: it is cut to the request's."""
         return {
-            "tool_timeout_s": self.tool_timeout_s,
+            "tool_timeout_s": min(self.tool_timeout_s, self.request_timeout_s),
             "memory_limit_mb": self.memory_limit_mb,
             "allowed_user_tools": list(self.allowed_user_tools),
         }

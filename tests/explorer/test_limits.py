@@ -1,4 +1,5 @@
-"""Limits of the worker pool, on a server of one worker: crash, time-out, memory, busy."""
+"""Limits of the worker pool, on a server of one worker: crash, time-out, memory, busy (the server's
+own limits, on bodies and the queue, are in test_server_limits.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_worker_crash_is_reported_and_replaced(tight):
 def test_time_limit(tight):
     started = time.monotonic()
     result = tight.generate(code="while True:\n    pass\n", ir_type="torch_mlir")
-    assert time.monotonic() - started < 30
+    assert 8 <= time.monotonic() - started < 8 + 5 + 5  # the limit, a grace, some slack
     assert result["status"] == "error"
     assert result["message"] == "time limit exceeded: the request ran longer than 8 s"
     tight.wait_ready()
@@ -67,6 +68,7 @@ def test_busy(tight):
     result = tight.generate(code="print('other')", ir_type="raw_ir")
     thread.join()
     assert result["status"] == "error" and result["message"].startswith("server busy")
+    assert "retry in 8 s" in result["detail"]
     assert slow["result"] == {"status": "ok", "output": "slow\n"}
 
 

@@ -25,6 +25,11 @@ def get_jobs(request: Request) -> JobStore:
     return request.app.state.jobs
 
 
+def get_client(request: Request) -> str:
+    """Who sent the request (its address): the worker queue serves clients in turn."""
+    return request.client.host if request.client else ""
+
+
 def get_permalink_store(request: Request) -> PermalinkStore:
     """The app's permalink store, at Settings.permalinks_db (tests override this)."""
     return request.app.state.permalinks
@@ -32,4 +37,5 @@ def get_permalink_store(request: Request) -> PermalinkStore:
 
 ExplorerDep = Annotated[Explorer, Depends(get_explorer)]
 JobsDep = Annotated[JobStore, Depends(get_jobs)]
+ClientDep = Annotated[str, Depends(get_client)]
 StoreDep = Annotated[PermalinkStore, Depends(get_permalink_store)]

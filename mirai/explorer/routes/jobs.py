@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from mirai.explorer.routes.deps import JobsDep
+from mirai.explorer.routes.deps import ClientDep, JobsDep
 from mirai.explorer.schemas import GenerateRequest, JobCreated, JobStatus
 
 router = APIRouter(tags=["jobs"])
 
 
 @router.post("/jobs", response_model=JobCreated)
-async def create_job(request: GenerateRequest, jobs: JobsDep) -> dict:
+async def create_job(request: GenerateRequest, jobs: JobsDep, client: ClientDep) -> dict:
     """Start a job; poll GET /status/<job_id> for its result."""
-    return {"status": "ok", "job_id": jobs.submit(request).id}
+    return {"status": "ok", "job_id": jobs.submit(request, client).id}
 
 
 @router.get("/status/{job_id}", response_model=JobStatus)

@@ -70,12 +70,14 @@ def _ir_type_info(ir_type: IRType) -> dict:
 
 @router.get("/health")
 async def health(explorer: ExplorerDep) -> dict:
-    """`ready` is true once at least one worker is warm."""
+    """`ready` is true while at least one worker is warm and alive, idle or running a request (never
+    one being started or replaced); `workers_ready - workers_busy` are idle."""
     pool = explorer.pool
+    ready = pool.ready_workers()
     return {
         "status": "ok",
-        "ready": pool.ready_workers() > 0,
-        "workers_ready": pool.ready_workers(),
+        "ready": ready > 0,
+        "workers_ready": ready,
         "workers_busy": pool.busy,
         "queued": pool.waiting,
         "cached_results": len(explorer.results),
