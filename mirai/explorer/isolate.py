@@ -1,20 +1,20 @@
 """One request, isolated: a fresh process forked from the warm worker, killed with its whole tree.
 
 The worker (`mirai.explorer.worker`) imports torch and the lowering stack once and never runs user code
-itself. For each request it forks a child that:
+itself. Ahead of each request it forks a `Spare` child that:
 - closes the worker's protocol pipes (so nothing the request starts can read the next request or answer
-  in another's name) and answers through a pipe of its own;
+  in another's name) and talks through two pipes of its own: the request in, a framed answer out;
 - drops to the request user where the sandbox gives it one (`request_uid`: an unprivileged user that
-  cannot signal or trace the worker), then sets its limits: address space, processes, CPU time, file
-  size, no core files;
+  cannot signal or trace the worker), then sets its limits: address space, processes, file size, no
+  core files, and CPU time once the request (and its time limit) arrives;
 - starts a session of its own and dies with the worker (PR_SET_PDEATHSIG);
 - works in a fresh folder under the scratch directory, which is also its HOME, TMPDIR and Triton cache.
 
 The worker is a child subreaper, so anything the request leaves running is re-parented to it. When the
 request ends (answered, crashed or out of time) every process it started is killed: all processes of the
 sandbox's PID namespace but the worker where there is one, else the request's session and every
-descendant of the worker. Then its files are removed. Python state changed by the request dies with the
-child; the next request forks again from the untouched worker.
+descendant of the worker. Then its files are removed and the next spare is forked. Python state changed
+by the request dies with the child; the next one forks again from the untouched worker.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import resource
 import select
 import shutil
 import signal
+import struct
 import time
 import traceback
 from dataclasses import dataclass
@@ -44,7 +45,6 @@ STDERR_TAIL = 6000
 class Limits:
     """Per-request limits (see Settings for the defaults and what each means)."""
 
-    timeout_s: float
     memory_mb: int
     processes: int
     file_mb: int
@@ -73,46 +73,81 @@ def in_own_pid_namespace() -> bool:
     return os.getpid() != 1 and os.path.basename(init) == b"bwrap"
 
 
-def run_request(
-    work: Callable[[Path], dict], limits: Limits, scratch: Path, log: Callable[[str], None]
-) -> dict:
-    """Run `work(folder)` in a forked child under `limits`; its answer, or the guide's error shape."""
-    folder = Path(os.path.join(scratch, f"mirai-request-{os.getpid()}-{time.monotonic_ns():x}"))
-    folder.mkdir(mode=0o700)
-    if limits.request_uid is not None:
-        os.chown(folder, limits.request_uid, limits.request_uid)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the request: never returns
-        os.close(read_end)
-        _child(work, limits, folder, write_end)
-    os.close(write_end)
-    started = time.monotonic()
-    try:
-        data, status = _collect(pid, read_end, started + limits.timeout_s)
-    finally:
-        os.close(read_end)
-        kill_leftovers(pid)
-    elapsed = time.monotonic() - started
-    stderr = _tail(folder / ".stderr")
-    shutil.rmtree(folder, ignore_errors=True)
-    wipe_scratch(scratch)
-    if status is None:
-        log(f"request killed after {elapsed:.1f} s (time limit)")
-        return _error(
-            f"time limit exceeded: the request ran longer than {limits.timeout_s:g} s",
-            "the request and every process it started were stopped",
-        )
-    answer = _parse(data)
-    if answer is not None:
-        return answer
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return _error("the request's answer could not be read", "it was not the guide's JSON")
-    return _error("the worker running the request crashed", _describe(status) + "\n" + stderr)
+Work = Callable[[dict, Path], dict]
 
 
-def _child(work, limits: Limits, folder: Path, write_end: int) -> None:
-    code = 0
+class Spare:
+    """A child forked ahead of its request: set up (own session, user, limits, folder) and waiting
+    on a pipe of its own, so neither the fork nor the set-up is on a request's path.
+
+    `run` hands it one message and collects the answer; `finish` kills what the request left and
+    removes its files. The worker answers the client between the two, so a child's teardown is not
+    on the request's path either.
+    """
+
+    def __init__(self, work: Work, limits: Limits, scratch: Path) -> None:
+        self.limits = limits
+        self.scratch = scratch
+        name = f"mirai-request-{os.getpid()}-{time.monotonic_ns():x}"
+        self.folder = Path(os.path.join(scratch, name))
+        self.folder.mkdir(mode=0o700)
+        if limits.request_uid is not None:
+            os.chown(self.folder, limits.request_uid, limits.request_uid)
+        request_read, self._request_write = os.pipe()
+        self._answer_read, answer_write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the request: never returns
+            _child(work, limits, self.folder, request_read, answer_write)
+        os.close(request_read)
+        os.close(answer_write)
+
+    def run(self, message: dict, timeout_s: float) -> dict:
+        """The request's answer, or the guide's error shape (time limit, crash)."""
+        data = json.dumps({"message": message, "timeout_s": timeout_s}).encode()
+        try:
+            _write_all(self._request_write, data)
+        except OSError:
+            pass  # the child is gone: its exit status tells why
+        os.close(self._request_write)
+        self._request_write = -1
+        started = time.monotonic()
+        answer, status = _collect(self.pid, self._answer_read, started + timeout_s)
+        if answer is not None:
+            return answer
+        if status is None:
+            return _error(
+                f"time limit exceeded: the request ran longer than {timeout_s:g} s",
+                "the request and every process it started were stopped",
+            )
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            return _error("the request's answer could not be read", "it was not the guide's JSON")
+        stderr = _tail(self.folder / ".stderr")
+        return _error("the worker running the request crashed", _describe(status) + "\n" + stderr)
+
+    def finish(self) -> None:
+        """Kill the request's processes, reap them, remove every file it wrote."""
+        for fd in (self._request_write, self._answer_read):
+            if fd >= 0:
+                os.close(fd)
+        kill_leftovers(self.pid)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        wipe_scratch(self.scratch)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _child(work: Work, limits: Limits, folder: Path, request_read: int, answer_write: int) -> None:
     me = os.getpid()
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -120,7 +155,7 @@ def _child(work, limits: Limits, folder: Path, write_end: int) -> None:
         err = os.open(folder / ".stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(err, 1)
         os.dup2(err, 2)
-        _close_other_fds(keep=(0, 1, 2, write_end))
+        _close_other_fds(keep=(0, 1, 2, request_read, answer_write))
         os.setsid()
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if limits.request_uid is not None:
@@ -128,17 +163,24 @@ def _child(work, limits: Limits, folder: Path, write_end: int) -> None:
             os.setgid(limits.request_uid)
             os.setuid(limits.request_uid)
         _prctl(PR_SET_DUMPABLE, 1)
-        _set_limits(limits)
         for name in ("HOME", "TMPDIR"):
             os.environ[name] = str(folder)
         import tempfile
 
         tempfile.tempdir = None  # re-read TMPDIR
         os.chdir(folder)
-        answer = work(folder)
+        _set_limits(limits)
+        handed = json.loads(_read_all(request_read) or b"null")
+        os.close(request_read)
+        if handed is None:  # the worker went away without a request
+            os._exit(0)
+        cpu = math.ceil(handed["timeout_s"]) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        answer = work(handed["message"], folder)
         if os.getpid() != me:  # a process the request forked came back here: it does not answer
             os._exit(0)
         data = json.dumps(answer).encode()
+        code = 0
     except BaseException as err:  # noqa: BLE001 - the child must answer whatever happened
         if os.getpid() != me:
             os._exit(1)
@@ -146,9 +188,7 @@ def _child(work, limits: Limits, folder: Path, write_end: int) -> None:
         detail = "".join(traceback.format_exception(type(err), err, err.__traceback__))
         data = json.dumps(_error(f"request failed: {type(err).__name__}: {err}", detail)).encode()
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_end, view) :]
+        _write_all(answer_write, struct.pack(">Q", len(data)) + data)
     finally:
         os._exit(code)
 
@@ -168,8 +208,6 @@ def _set_limits(limits: Limits) -> None:
         mapped = int(statm.read().split()[0]) * resource.getpagesize()
     memory = mapped + (limits.memory_mb << 20)
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    cpu = math.ceil(limits.timeout_s) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb << 20, limits.file_mb << 20))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     processes = limits.processes
@@ -190,39 +228,54 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def _collect(pid: int, fd: int, deadline: float) -> tuple[bytes, int | None]:
-    """Read the child's answer until it exits; (data, wait status), status None past the deadline.
-
-    Once the child has exited, whatever it started is killed before the rest of the pipe is read, so
-    a leftover holding the pipe open cannot stall the worker.
-    """
-    chunks: list[bytes] = []
-    size = 0
-    eof = False
+def _collect(pid: int, fd: int, deadline: float) -> tuple[dict | None, int | None]:
+    """(answer, None) once the child has written a whole answer (a length, then that much JSON);
+    (None, wait status) when it exited without one; (None, None) past the deadline."""
+    data = bytearray()
     pidfd = os.pidfd_open(pid)
     try:
         while True:
+            answer = _framed(data)
+            if answer is not None:
+                return answer, None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return b"", None
-            ready, _, _ = select.select([pidfd] if eof else [fd, pidfd], [], [], remaining)
+                return None, None
+            ready, _, _ = select.select([fd, pidfd], [], [], remaining)
             if fd in ready:
                 chunk = os.read(fd, 1 << 20)
-                eof = not chunk
-                if chunk and size < ANSWER_LIMIT:
-                    chunks.append(chunk)
-                    size += len(chunk)
-            elif pidfd in ready:
+                if chunk and len(data) < ANSWER_LIMIT:
+                    data += chunk
+                    continue
+                if chunk:
+                    return (
+                        _error("the request's answer is too large", f"over {ANSWER_LIMIT} bytes"),
+                        None,
+                    )
+            if pidfd in ready or fd in ready:
+                if pidfd not in ready and not select.select([pidfd], [], [], remaining)[0]:
+                    return None, None  # the pipe closed, the child still runs: out of time
+                while select.select([fd], [], [], 0)[0] and (chunk := os.read(fd, 1 << 20)):
+                    data += chunk  # what it wrote before it exited
+                    if len(data) >= ANSWER_LIMIT:
+                        break
+                answer = _framed(data)
                 _, status = os.waitpid(pid, 0)
-                kill_leftovers(pid)
-                while not eof and size < ANSWER_LIMIT:
-                    chunk = os.read(fd, 1 << 20)
-                    eof = not chunk
-                    chunks.append(chunk)
-                    size += len(chunk)
-                return b"".join(chunks), status
+                return (answer, None) if answer is not None else (None, status)
     finally:
         os.close(pidfd)
+
+
+def _framed(data: bytearray) -> dict | None:
+    """The answer in `data` once it is whole and in the guide's shape."""
+    if len(data) < 8:
+        return None
+    (size,) = struct.unpack(">Q", data[:8])
+    if len(data) < 8 + size:
+        return None
+    return _parse(bytes(data[8 : 8 + size])) or _error(
+        "the request's answer could not be read", "it was not the guide's JSON"
+    )
 
 
 def kill_leftovers(pid: int) -> None:

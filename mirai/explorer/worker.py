@@ -35,14 +35,33 @@ def main() -> int:
 
     torch.set_num_threads(1)  # workers run side by side; each uses one core
     from mirai.explorer.execute import execute
-    from mirai.explorer.isolate import Limits, prepare_worker, run_request
+    from mirai.explorer.isolate import Limits, Spare, prepare_worker
     from mirai.explorer.warmup import warm_up
 
     warm_up(_log)
     prepare_worker()
     scratch = Path(tempfile.gettempdir())
     tool_timeout_s = float(config.get("tool_timeout_s", 20.0))
+    default_timeout_s = float(config.get("request_timeout_s", 20.0))
     allowed_user_tools = config.get("allowed_user_tools", [])
+    limits = Limits(
+        memory_mb=int(config.get("memory_limit_mb", 6144)),
+        processes=int(config.get("max_processes", 64)),
+        file_mb=int(config.get("max_file_mb", 512)),
+        request_uid=config.get("request_uid"),
+    )
+
+    def work(message: dict, folder: Path) -> dict:
+        timeout_s = float(message.get("timeout_s") or default_timeout_s)
+        return execute(
+            message["request"],
+            workdir=folder,
+            tool_timeout_s=min(tool_timeout_s, timeout_s),
+            allowed_user_tools=allowed_user_tools,
+            triton_cache_dir=str(folder / "triton"),
+        )
+
+    spare = Spare(work, limits, scratch)
     _log(f"ready in {time.monotonic() - started:.1f} s")
     protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     protocol.flush()
@@ -50,26 +69,13 @@ def main() -> int:
         if not line.strip():
             continue
         message = json.loads(line)
-        limits = Limits(
-            timeout_s=float(message.get("timeout_s") or config.get("request_timeout_s", 20.0)),
-            memory_mb=int(config.get("memory_limit_mb", 6144)),
-            processes=int(config.get("max_processes", 64)),
-            file_mb=int(config.get("max_file_mb", 512)),
-            request_uid=config.get("request_uid"),
-        )
-
-        def work(folder: Path, request: dict = message["request"]) -> dict:
-            return execute(
-                request,
-                workdir=folder,
-                tool_timeout_s=min(tool_timeout_s, limits.timeout_s),
-                allowed_user_tools=allowed_user_tools,
-                triton_cache_dir=str(folder / "triton"),
-            )
-
-        response = run_request(work, limits, scratch, _log)
+        timeout_s = float(message.get("timeout_s") or default_timeout_s)
+        response = spare.run(message, timeout_s)
         protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
         protocol.flush()
+        # After the answer: the request's teardown and the next fork are off the client's path.
+        spare.finish()
+        spare = Spare(work, limits, scratch)
     return 0
 
 
