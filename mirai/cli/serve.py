@@ -6,6 +6,7 @@ mirai serve --host 127.0.0.1 --port 8000 --workers 2 --allow-user-tool cat
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -34,6 +35,9 @@ def register(subparsers) -> None:
         help="seconds per tool (default 20, at most --timeout)",
     )
     parser.add_argument("--memory-limit-mb", type=int, help="memory a request may add to a worker")
+    parser.add_argument(
+        "--max-body-mb", type=float, help="largest request body in MiB (default 4); more is a 413"
+    )
     parser.add_argument("--cache-entries", type=int, help="results kept in the result cache")
     parser.add_argument(
         "--max-worker-requests", type=int, help="requests a worker serves before it is replaced"
@@ -49,6 +53,23 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--static-dir", type=Path, help="the built web page (default: the package's)"
     )
+    parser.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_const",
+        const=False,
+        help="run workers without bubblewrap: only for one user on their own machine",
+    )
+    parser.add_argument(
+        "--allow-user-tools",
+        dest="any_user_tool",
+        action="store_const",
+        const=True,
+        help="`user_tool` may run any executable, by name or path (one user on their own machine; "
+        "still sandboxed unless --no-sandbox)",
+    )
+    parser.add_argument("--max-processes", type=int, help="processes one request may run (64)")
+    parser.add_argument("--scratch-mb", type=int, help="a sandbox's writable tmpfs in MiB (1024)")
     parser.add_argument("--log-level", default="info")
     parser.set_defaults(func=serve)
 
@@ -59,6 +80,11 @@ SETTING_ARGS = (
     "request_timeout_s",
     "tool_timeout_s",
     "memory_limit_mb",
+    "max_body_mb",
+    "sandbox",
+    "any_user_tool",
+    "max_processes",
+    "scratch_mb",
     "cache_entries",
     "max_worker_requests",
     "cache_dir",
@@ -74,5 +100,30 @@ def serve(args: argparse.Namespace) -> int:
     from mirai.explorer.settings import Settings
 
     settings = Settings.from_env(**{name: getattr(args, name) for name in SETTING_ARGS})
+    if not _sandbox_ready(settings):
+        return 2
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _sandbox_ready(settings) -> bool:
+    """Refuse to serve without a working sandbox unless told --no-sandbox; say which it is."""
+    from mirai.explorer import sandbox
+    from mirai.explorer.errors import ExplorerError
+
+    if not settings.sandbox:
+        print(
+            "mirai serve: WARNING: the sandbox is off (--no-sandbox): user code and tools run "
+            "with this server's rights; use this only on a machine you alone use",
+            file=sys.stderr,
+        )
+        return True
+    try:
+        sandbox.check_works()
+    except ExplorerError as err:
+        print(f"mirai serve: {err.message}\n{err.detail}", file=sys.stderr)
+        return False
+    print(
+        f"mirai serve: {sandbox.describe(True)}: every request runs in bubblewrap", file=sys.stderr
+    )
+    return True

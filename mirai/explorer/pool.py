@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from mirai.explorer import sandbox
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.fairqueue import FairQueue
 from mirai.explorer.settings import Settings
@@ -61,21 +62,40 @@ class Worker:
         self.ready = False  # started and warm; false again once it is being replaced
 
     async def start(self) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "mirai.explorer.worker",
-            json.dumps(self.settings.worker_config()),
-        ]
-        with open(self.log_path, "ab") as log_file:
-            self.proc = await asyncio.create_subprocess_exec(
-                *command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log_file,
-                start_new_session=True,
-                limit=STREAM_LIMIT,
-            )
+        config = self.settings.worker_config()
+        command = [sys.executable, "-m", "mirai.explorer.worker"]
+        env = None
+        launch = None
+        if self.settings.sandbox:
+            try:
+                launch = sandbox.worker_launch(
+                    [*command, json.dumps(config)],
+                    slot=self.number,
+                    scratch_mb=self.settings.scratch_mb,
+                    host_tmp_visible=self.settings.any_user_tool,
+                )
+            except ExplorerError as err:
+                raise WorkerDied(f"{err.message}\n{err.detail}") from None
+            command, env = launch.argv, launch.env
+            config["request_uid"] = launch.request_uid
+            command[-1] = json.dumps(config)
+        else:
+            command = [*command, json.dumps(config)]
+        try:
+            with open(self.log_path, "ab") as log_file:
+                self.proc = await asyncio.create_subprocess_exec(
+                    *command,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=log_file,
+                    start_new_session=True,
+                    limit=STREAM_LIMIT,
+                    env=env,
+                    pass_fds=launch.pass_fds if launch else (),
+                )
+        finally:
+            if launch:
+                launch.release()
         try:
             line = await asyncio.wait_for(self.proc.stdout.readline(), READY_TIMEOUT_S)
         except asyncio.TimeoutError:

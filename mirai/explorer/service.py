@@ -10,6 +10,7 @@ import shutil
 from typing import Callable
 
 
+from mirai.explorer import sandbox
 from mirai.explorer.cache import ResultCache, TritonCaches
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.irtypes import lookup
@@ -25,6 +26,7 @@ class Explorer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pool = WorkerPool(settings)
+        self.sandbox_state = sandbox.describe(settings.sandbox)
         self.results = ResultCache(settings.cache_entries)
         self.triton_caches = TritonCaches(settings.cache_dir)
 
@@ -53,7 +55,7 @@ class Explorer:
         try:
             lookup(request.ir_type)
             # Refused tool flags are answered here, without a worker (the worker checks again).
-            check_stages(stages_of(request.model_dump()), self.settings.allowed_user_tools)
+            check_stages(stages_of(request.model_dump()), self.settings.user_tool_allowlist())
         except ExplorerError as err:
             return err.as_response(), False
         key = request.cache_key()

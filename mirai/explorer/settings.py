@@ -30,6 +30,7 @@ class Settings(BaseModel):
         gt=0,
         description="limit of one pipeline stage (subprocess); at most the request's limit",
     )
+    max_body_mb: float = Field(4.0, gt=0, description="largest request body (MiB); more is a 413")
     memory_limit_mb: int = Field(
         6144, ge=256, description="address space a request may add to a worker"
     )
@@ -52,6 +53,17 @@ class Settings(BaseModel):
         default_factory=default_db_path,
         description="the SQLite file of saved page states (MIRAI_EXPLORER_PERMALINKS_DB)",
     )
+    sandbox: bool = Field(
+        True, description="run workers in bubblewrap (off only for one user on their own machine)"
+    )
+    any_user_tool: bool = Field(
+        False, description="`user_tool` may run any executable, by name or path (one user only)"
+    )
+    scratch_mb: int = Field(
+        1024, ge=16, description="size of a sandbox's writable tmpfs (MiB), shared by its requests"
+    )
+    max_processes: int = Field(64, ge=4, description="processes one request may run at once")
+    max_file_mb: int = Field(512, ge=1, description="largest file a request may write (MiB)")
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -70,9 +82,16 @@ class Settings(BaseModel):
         longer than the request's would never be reached: it is cut to the request's."""
         return {
             "tool_timeout_s": min(self.tool_timeout_s, self.request_timeout_s),
+            "request_timeout_s": self.request_timeout_s,
             "memory_limit_mb": self.memory_limit_mb,
-            "allowed_user_tools": list(self.allowed_user_tools),
+            "max_processes": self.max_processes,
+            "max_file_mb": self.max_file_mb,
+            "allowed_user_tools": self.user_tool_allowlist(),
         }
+
+    def user_tool_allowlist(self) -> list[str]:
+        """What `user_tool` may run: the allowed names, and "*" (anything) with any_user_tool."""
+        return [*self.allowed_user_tools, *(["*"] if self.any_user_tool else [])]
 
 
 def _split_list(raw: str) -> list[str]:

@@ -20,9 +20,10 @@ def version_string() -> str:
 
 
 @router.get("/version", response_model=str)
-async def version() -> str:
-    """A plain JSON string, like the guide's `"ir-backend 1.1.0-rust"`."""
-    return version_string()
+async def version(explorer: ExplorerDep) -> str:
+    """A plain JSON string, like the guide's `"ir-backend 1.1.0-rust"`, followed by whether requests
+    run in the sandbox: `"mirai-explorer 0.3.0 (sandbox bubblewrap 0.8.0)"` or `(sandbox off)`."""
+    return f"{version_string()} ({explorer.sandbox_state})"
 
 
 @router.get("/ir_types", response_model=Capabilities)
