@@ -1,4 +1,5 @@
-"""The app factory: assembles settings, the service, routers, CORS, error handlers and the web page.
+"""The app factory: assembles settings, the service, routers, CORS, the body size limit, error
+handlers (every failure in the guide's shape) and the web page.
 
 from mirai.explorer.app import create_app
 from mirai.explorer.settings import Settings
@@ -14,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
 from mirai.explorer.errors import ExplorerError, error_response
 from mirai.explorer.jobs import JobStore
@@ -52,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = JobStore(app.state.explorer, settings)
     app.state.permalinks = PermalinkStore(settings.permalinks_db)
     app.add_middleware(JsonBodyMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=int(settings.max_body_mb * 1024 * 1024))
     app.add_middleware(
         CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"]
     )
@@ -80,10 +83,90 @@ class JsonBodyMiddleware:
         await self.app(scope, receive, send)
 
 
+class BodyTooLarge(HTTPException):
+    """A request body past the limit (raised while it is read; answered 413 in the guide's shape)."""
+
+    def __init__(self, max_bytes: int, content_length: int | None = None) -> None:
+        got = f"{content_length} bytes" if content_length is not None else "a longer stream"
+        super().__init__(
+            413, f"the server accepts at most {max_bytes} bytes (--max-body-mb); got {got}"
+        )
+
+
+class BodyLimitMiddleware:
+    """Answer 413 to a request whose body is larger than `max_bytes`: at once when its Content-Length
+    says so (the body is never read), or as soon as a streamed (chunked) body grows past it. What the
+    client still sends is dropped by the server as it arrives, never held in memory."""
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.max_bytes:
+            too_large = BodyTooLarge(self.max_bytes, int(length))
+            await _body_too_large(too_large)(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def watched_send(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, watched_send)
+        except BodyTooLarge as too_large:  # the app's handler answers it; this is for reads outside
+            if started:
+                raise
+            await _body_too_large(too_large)(scope, receive, send)
+
+
+def _body_too_large(err: BodyTooLarge) -> JSONResponse:
+    return JSONResponse(error_response("request body too large", err.detail), status_code=413)
+
+
+def _body_error(cause: BaseException) -> dict:
+    """The answer to a body that FastAPI could not parse as JSON (it raises HTTP 400 with no word on
+    why): a body nested deeper than the parser goes, or one that is not text."""
+    if isinstance(cause, RecursionError):
+        return error_response(
+            "malformed JSON in the request body: nested too deep",
+            "arrays or objects nest deeper than the JSON parser allows (about 1000 levels)",
+        )
+    return error_response("malformed JSON in the request body", f"{type(cause).__name__}: {cause}")
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ExplorerError)
     async def explorer_error(request: Request, err: ExplorerError) -> JSONResponse:
         return JSONResponse(err.as_response(), status_code=err.http_status, headers=err.headers)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, err: HTTPException) -> JSONResponse:
+        if isinstance(err, BodyTooLarge):
+            return _body_too_large(err)
+        if err.status_code == 400 and err.__cause__ is not None:  # "error parsing the body"
+            # Clients read `status`, like for the other malformed bodies (invalid_request below).
+            return JSONResponse(_body_error(err.__cause__), status_code=200)
+        message = f"{err.detail}: {request.method} {request.url.path}"
+        return JSONResponse(
+            error_response(message), status_code=err.status_code, headers=err.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, err: RequestValidationError) -> JSONResponse:

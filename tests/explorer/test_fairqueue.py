@@ -261,5 +261,6 @@ def test_pool_that_cannot_start_a_worker_says_so(fake_workers, tmp_path):
 def test_settings_defaults():
     settings = Settings()
     assert settings.request_timeout_s == 20 and settings.tool_timeout_s == 20
+    assert settings.max_body_mb == 4
     # A tool may not run longer than the request that runs it.
     assert Settings(request_timeout_s=5).worker_config()["tool_timeout_s"] == 5

@@ -33,6 +33,8 @@ async def create_permalink(request: Request, store: StoreDep) -> JSONResponse:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         return _error(400, "malformed JSON", str(err))
+    except RecursionError:
+        return _error(400, "malformed JSON: nested too deep", "deeper than the parser allows")
     if not isinstance(body, dict) or not isinstance(body.get("state"), dict):
         return _error(400, "expected a JSON object with a 'state' object", "")
     try:
