@@ -1,13 +1,11 @@
-"""The two caches of the server: results of successful requests (keyed by a hash of the whole request)
-and Triton's on-disk caches (one directory per code string, removed by /free_ir_cache).
+"""The server's result cache: answers of successful requests, keyed by a hash of the whole request,
+forgotten per code string by /free_ir_cache.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
 from collections import OrderedDict
-from pathlib import Path
 
 
 def code_hash(code: str) -> str:
@@ -50,20 +48,3 @@ class ResultCache:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-class TritonCaches:
-    """One TRITON_CACHE_DIR per code string under `root`, keyed by the raw code (guide §6)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root) / "triton"
-
-    def dir_for(self, code: str) -> Path:
-        return self.root / code_hash(code)
-
-    def free(self, code: str) -> bool:
-        """Remove the code's Triton cache; whether there was one."""
-        path = self.dir_for(code)
-        existed = path.exists()
-        shutil.rmtree(path, ignore_errors=True)
-        return existed

@@ -1,5 +1,9 @@
 """The explorer service behind the routes: cache lookup, then a worker (in the client's turn); results
-of successful requests are cached, Triton caches are freed on request.
+of successful requests are cached (and dropped on /free_ir_cache).
+
+Triton's on-disk cache is not shared between requests: each request compiles in its own folder, which
+is removed when it ends, so one request's files can never feed another's answer. The guide's
+/free_ir_cache (keyed by the raw code string) then frees the code's cached results.
 
 Routes get it as `ExplorerDep` (mirai.explorer.routes.deps).
 """
@@ -11,7 +15,7 @@ from typing import Callable
 
 
 from mirai.explorer import sandbox
-from mirai.explorer.cache import ResultCache, TritonCaches
+from mirai.explorer.cache import ResultCache
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.irtypes import lookup
 from mirai.explorer.pipeline import check_stages, stages_of
@@ -28,7 +32,6 @@ class Explorer:
         self.pool = WorkerPool(settings)
         self.sandbox_state = sandbox.describe(settings.sandbox)
         self.results = ResultCache(settings.cache_entries)
-        self.triton_caches = TritonCaches(settings.cache_dir)
 
     def start(self) -> None:
         self.pool.start()
@@ -36,7 +39,6 @@ class Explorer:
     async def close(self) -> None:
         """Stop the workers; remove what the server wrote under the cache dir (and the dir if empty)."""
         await self.pool.close()
-        shutil.rmtree(self.triton_caches.root, ignore_errors=True)
         shutil.rmtree(self.pool.log_dir, ignore_errors=True)
         try:
             self.settings.cache_dir.rmdir()
@@ -64,7 +66,6 @@ class Explorer:
             return cached, True
         payload = {
             "request": request.model_dump(),
-            "triton_cache_dir": str(self.triton_caches.dir_for(request.code)),
         }
         try:
             response = await self.pool.run(payload, on_start, client)
@@ -76,6 +77,5 @@ class Explorer:
         return response, False
 
     def free(self, code: str) -> None:
-        """Drop the code's Triton cache and its cached results (/free_ir_cache)."""
-        self.triton_caches.free(code)
+        """Drop the code's cached results (/free_ir_cache); its Triton files went with its request."""
         self.results.drop_code(code)

@@ -12,6 +12,7 @@ router = APIRouter(tags=["cache"])
 
 @router.post("/free_ir_cache", response_model=StatusOk)
 async def free_ir_cache(request: FreeCacheRequest, explorer: ExplorerDep) -> dict:
-    """Remove the Triton cache of `code` (keyed by the raw code string) and its cached results."""
+    """Forget the cached results of `code` (keyed by the raw code string). Its Triton cache lived in
+    its request's own folder and was removed when the request ended."""
     explorer.free(request.code)
     return {"status": "ok"}
