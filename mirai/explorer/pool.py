@@ -77,7 +77,9 @@ class Worker:
             except ExplorerError as err:
                 raise WorkerDied(f"{err.message}\n{err.detail}") from None
             command, env = launch.argv, launch.env
-            config["request_uid"] = launch.request_uid
+            # --allow-user-tools (one user, own machine): requests keep the sandbox's root user,
+            # the server's own, so a tool in that user's private temporary folder can be run.
+            config["request_uid"] = None if self.settings.any_user_tool else launch.request_uid
             command[-1] = json.dumps(config)
         else:
             command = [*command, json.dumps(config)]

@@ -1,0 +1,79 @@
+"""The sandbox as an operator meets it: `mirai serve` refuses to start without bubblewrap unless told
+--no-sandbox, says which in its log and /version, and --allow-user-tools runs a tool at any path, still
+inside the sandbox. (What the sandbox holds against hostile code is tests/explorer/test_attacks.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from explorer_server import ROOT, start_server
+
+
+def _serve(tmp_path, *args: str, path: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "mirai.explorer", "--port", "1", "--workers", "1"]
+    command += ["--cache-dir", str(tmp_path / "cache"), *args]
+    env = {**os.environ, "PATH": path}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _path_without_bwrap(tmp_path) -> str:
+    """$PATH with every folder that holds `bwrap` left out (the rest of the tools stay)."""
+    kept = [d for d in os.environ["PATH"].split(os.pathsep) if not os.path.exists(f"{d}/bwrap")]
+    assert shutil.which("bwrap") is not None, "bubblewrap must be installed (make installs it)"
+    return os.pathsep.join(kept)
+
+
+def test_refuses_to_start_without_bubblewrap(tmp_path):
+    result = _serve(tmp_path, path=_path_without_bwrap(tmp_path))
+    assert result.returncode == 2
+    assert "bubblewrap (bwrap) is not installed" in result.stderr
+    assert "--no-sandbox" in result.stderr
+
+
+def test_version_and_log_say_the_sandbox_is_on(tmp_path):
+    server = start_server(tmp_path, "--workers", "1")
+    try:
+        version = server.get("/version").json()
+        assert version.startswith("mirai-explorer ") and "(sandbox bubblewrap " in version
+        assert "every request runs in bubblewrap" in server.log.read_text()
+    finally:
+        server.proc.terminate()
+        server.proc.wait(20)
+
+
+@pytest.fixture(scope="module")
+def unsandboxed(make_server):
+    server = make_server("--workers", "1", "--no-sandbox")
+    server.wait_ready()
+    return server
+
+
+def test_no_sandbox_is_said_and_still_isolates_requests(unsandboxed):
+    assert unsandboxed.get("/version").json().endswith("(sandbox off)")
+    assert "WARNING: the sandbox is off" in unsandboxed.log.read_text()
+    # Without bubblewrap, each request still runs in a fresh child of the warm worker.
+    patch = "import torch\ntorch.relu = lambda x: x\nprint('patched')"
+    assert unsandboxed.ok(code=patch, ir_type="raw_ir", selected_language="pytorch") == "patched\n"
+    check = "import torch\nprint(torch.relu(torch.tensor([-1.0])).item())"
+    assert unsandboxed.ok(code=check, ir_type="raw_ir", selected_language="pytorch") == "0.0\n"
+
+
+def test_allow_user_tools_runs_a_tool_at_any_path_in_the_sandbox(make_server, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("user-tool")
+    tool = folder / "upper.sh"
+    tool.write_text(
+        "#!/bin/sh\n# a tool at a temporary path (a folder only its owner may open)\ntr a-z A-Z\n"
+    )
+    tool.chmod(0o755)
+    server = make_server("--workers", "1", "--allow-user-tools")
+    server.wait_ready()
+    output = server.ok(
+        code="abc\n", ir_type="raw_ir", selected_language="raw_ir", user_tool=str(tool)
+    )
+    assert output.splitlines()[0] == "ABC"
