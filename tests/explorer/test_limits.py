@@ -9,6 +9,7 @@ import time
 import pytest
 
 from explorer_samples import GUIDE_MODEL
+from test_server_limits import worker_pids
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +74,14 @@ def test_busy(tight):
 
 
 def test_workers_are_recycled(make_server):
+    # Told apart by their processes on the host (inside a sandbox every worker sees the same pids).
     server = make_server("--workers", "1", "--max-worker-requests", "1")
     pids = []
     for n in range(2):
         server.wait_ready()
-        code = f"import os\nprint(os.getpid())  # {n}\n"
-        pids.append(server.ok(code=code, ir_type="raw_ir", selected_language="pytorch"))
-    assert pids[0] != pids[1]
+        pids.append(worker_pids(server))
+        code = f"print('request {n}')"
+        assert (
+            server.ok(code=code, ir_type="raw_ir", selected_language="pytorch") == f"request {n}\n"
+        )
+    assert len(pids[0]) == 1 and pids[0] != pids[1]
