@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -116,7 +117,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(workers: int, cache_dir: str) -> tuple[subprocess.Popen, str, dict]:
+def start_server(
+    workers: int, cache_dir: str, extra: tuple[str, ...] = (), root: Path = ROOT
+) -> tuple[subprocess.Popen, str, dict]:
+    """A server of `root`'s mirai (another checkout of the project, for side-by-side runs) with
+    `extra` flags; its process, URL and start-up timings."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [
@@ -128,9 +133,12 @@ def start_server(workers: int, cache_dir: str) -> tuple[subprocess.Popen, str, d
         "--workers",
         str(workers),
     ]
-    command += ["--cache-dir", cache_dir, "--log-level", "warning", "--timeout", "600"]
+    command += ["--cache-dir", cache_dir, "--log-level", "warning", "--timeout", "600", *extra]
     started = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen(
+        command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     timings = {}
     while "version" not in timings or "ready" not in timings:
         if proc.poll() is not None:
