@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -65,14 +66,21 @@ class Server:
         raise AssertionError(f"workers not ready:\n{self.log.read_text()[-4000:]}")
 
 
-def start_server(tmp: Path, *args: str) -> Server:
+def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Server:
+    """A server started with `args` (flags of `mirai serve`), and `env` added to this environment."""
     port = free_port()
     cache_dir = tmp / "cache"
     log = tmp / "server.log"
     command = [sys.executable, "-m", "mirai.explorer", "--port", str(port)]
     command += ["--cache-dir", str(cache_dir), "--log-level", "warning", *args]
     with open(log, "wb") as log_file:
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env} if env else None,
+        )
     server = Server(f"http://127.0.0.1:{port}", proc, cache_dir, log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
