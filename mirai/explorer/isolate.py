@@ -8,12 +8,15 @@ itself. Ahead of each request it forks a `Spare` child that:
   cannot signal or trace the worker), then sets its limits: address space, processes, file size, no
   core files, and CPU time once the request (and its time limit) arrives;
 - starts a session of its own and dies with the worker (PR_SET_PDEATHSIG);
+- installs a seccomp filter (mirai.explorer.seccomp): no System V IPC objects, message queues, kernel
+  keys or new namespaces, which would outlive the request;
 - works in a fresh folder under the scratch directory, which is also its HOME, TMPDIR and Triton cache.
 
 The worker is a child subreaper, so anything the request leaves running is re-parented to it. When the
 request ends (answered, crashed or out of time) every process it started is killed: all processes of the
 sandbox's PID namespace but the worker where there is one, else the request's session and every
-descendant of the worker. Then its files are removed and the next spare is forked. Python state changed
+descendant of the worker; they are reaped before anything else runs, so not even a zombie takes a slot
+of the next request's process limit. Then its files are removed and the next spare is forked. Python state changed
 by the request dies with the child; the next one forks again from the untouched worker.
 """
 
@@ -33,6 +36,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from mirai.explorer import seccomp
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -124,14 +129,16 @@ class Spare:
         stderr = _tail(self.folder / ".stderr")
         return _error("the worker running the request crashed", _describe(status) + "\n" + stderr)
 
-    def finish(self) -> None:
-        """Kill the request's processes, reap them, remove every file it wrote."""
+    def finish(self) -> bool:
+        """Kill the request's processes, reap them, remove every file it wrote; False when some
+        process outlived TEARDOWN_LIMIT_S (the worker must then be replaced)."""
         for fd in (self._request_write, self._answer_read):
             if fd >= 0:
                 os.close(fd)
-        kill_leftovers(self.pid)
+        gone = kill_leftovers(self.pid)
         shutil.rmtree(self.folder, ignore_errors=True)
         wipe_scratch(self.scratch)
+        return gone
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -163,6 +170,7 @@ def _child(work: Work, limits: Limits, folder: Path, request_read: int, answer_w
             os.setgid(limits.request_uid)
             os.setuid(limits.request_uid)
         _prctl(PR_SET_DUMPABLE, 1)
+        seccomp.install()  # no IPC objects, keys or namespaces that would outlive the request
         for name in ("HOME", "TMPDIR"):
             os.environ[name] = str(folder)
         import tempfile
@@ -278,10 +286,22 @@ def _framed(data: bytearray) -> dict | None:
     )
 
 
-def kill_leftovers(pid: int) -> None:
-    """Kill the request `pid` and every process it started; reap them all."""
-    for _ in range(100):
-        if in_own_pid_namespace():
+TEARDOWN_LIMIT_S = 30.0
+
+
+def kill_leftovers(pid: int) -> bool:
+    """Kill the request `pid` and every process it started, and reap them all: no process of the
+    request may hold a slot of the next one's process limit, not even as a zombie. False when they
+    are not all gone after TEARDOWN_LIMIT_S (the worker then exits and is replaced)."""
+    deadline = time.monotonic() + TEARDOWN_LIMIT_S
+    while True:
+        sandboxed = in_own_pid_namespace()
+        left = _others() if sandboxed else _descendants(os.getpid())
+        if not left:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        if sandboxed:
             try:
                 os.kill(-1, signal.SIGKILL)  # everything in the sandbox but us and its init
             except ProcessLookupError:
@@ -291,15 +311,19 @@ def kill_leftovers(pid: int) -> None:
                 os.killpg(pid, signal.SIGKILL)  # the request's session, in one go
             except (ProcessLookupError, PermissionError):
                 pass
-            for target in _descendants(os.getpid()):  # and whatever left that session
+            for target in left:  # and whatever left that session
                 try:
                     os.kill(target, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-        _reap()
-        if not _descendants(os.getpid()):
-            return
-        time.sleep(0.01)
+        _reap()  # orphans come to us (subreaper); the dying may take a while to exit
+        time.sleep(0.002)
+
+
+def _others() -> list[int]:
+    """Every process of this PID namespace but its init and us (zombies included)."""
+    me = os.getpid()
+    return [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) not in (1, me)]
 
 
 def _reap() -> None:

@@ -3,7 +3,7 @@
 Every worker process, and so every request's user code and every pipeline tool it runs, lives in a
 bubblewrap sandbox:
 - its own user, PID, network, IPC, UTS and cgroup namespaces: no network but a
-  loopback of its own, no view of the server's processes, no further user namespaces;
+  loopback of its own, no view of the server's processes (requests get no namespaces of their own: mirai.explorer.seccomp);
 - a filesystem made of read-only binds of what Python and the tools need (/usr, the Python install,
   the virtual environment, the mirai package) and a size-capped private tmpfs at /tmp; no /home,
   /root, project tree or /etc beyond a few harmless files;

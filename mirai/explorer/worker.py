@@ -74,7 +74,9 @@ def main() -> int:
         protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
         protocol.flush()
         # After the answer: the request's teardown and the next fork are off the client's path.
-        spare.finish()
+        if not spare.finish():
+            _log("a request's processes outlived the teardown limit: this worker stops")
+            return 3
         spare = Spare(work, limits, scratch)
     return 0
 

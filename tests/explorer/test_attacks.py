@@ -473,14 +473,17 @@ libc.shmat.restype = ctypes.c_void_p
 libc.syscall.restype = ctypes.c_long
 IPC_CREAT = 0o1000
 shm = libc.shmget(KEY, 1 << 20, IPC_CREAT | 0o600)
-address = libc.shmat(shm, None, 0)
-ctypes.memmove(address, b"MARK", len(b"MARK"))
-libc.shmdt(ctypes.c_void_p(address))
+if shm != -1:
+    address = libc.shmat(shm, None, 0)
+    ctypes.memmove(address, b"MARK", len(b"MARK"))
+    libc.shmdt(ctypes.c_void_p(address))
 queue = libc.msgget(KEY + 1, IPC_CREAT | 0o600)
-message = ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_long) + 32)
-ctypes.memmove(ctypes.addressof(message) + ctypes.sizeof(ctypes.c_long), b"MARK", len(b"MARK"))
-ctypes.c_long.from_buffer(message).value = 1
-libc.msgsnd(queue, message, 32, 0)
+if queue != -1:
+    message = ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_long) + 32)
+    body = ctypes.addressof(message) + ctypes.sizeof(ctypes.c_long)
+    ctypes.memmove(body, b"MARK", len(b"MARK"))
+    ctypes.c_long.from_buffer(message).value = 1
+    libc.msgsnd(queue, message, 32, 0)
 semaphores = libc.semget(KEY + 2, 1, IPC_CREAT | 0o600)
 keys = [
     libc.syscall(248, b"user", b"MARK", b"MARK", len(b"MARK"), ctypes.c_long(ring))
@@ -513,8 +516,8 @@ def test_ipc_objects_and_keys_do_not_outlive_the_request(attacked):
     past the request's end)."""
     marker = f"mirai-{uuid.uuid4().hex[:12]}"
     key = random.randrange(1 << 20, 1 << 30)
-    made = printed(attacked, LEAVE_IPC.replace("KEY", str(key)).replace("MARK", marker))
-    assert "-1" not in made.split()[:3], made  # the request could make them (it is not the test)
+    # Refused outright (-1, EPERM) or made: either way none may be left for the next request.
+    printed(attacked, LEAVE_IPC.replace("KEY", str(key)).replace("MARK", marker))
     left = printed(attacked, FIND_IPC.replace("MARK", marker)).strip()
     assert left == "[]", f"the next request sees the previous one's IPC objects and keys: {left}"
     assert_next_right(attacked)
