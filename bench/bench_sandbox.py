@@ -37,6 +37,7 @@ def main() -> int:
     parser.add_argument(
         "--baseline", type=Path, help="a checkout of the explorer before the sandbox"
     )
+    parser.add_argument("--workers", type=int, default=2, help="workers per server (default 2)")
     args = parser.parse_args()
     flavours = [("sandbox", (), None), ("no sandbox", ("--no-sandbox",), None)]
     if args.baseline:

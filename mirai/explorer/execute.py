@@ -58,3 +58,10 @@ def execute(
         summary = str(err).strip().splitlines()[0] if str(err).strip() else ""
         message = f"could not generate {request.get('ir_type')}: {type(err).__name__}: {summary}"
         return error_response(message, detail)
+
+
+def runs_nothing(request: dict) -> bool:
+    """Whether the request runs no code and no tool: raw IR in, the same IR out. Such a request needs
+    no process of its own (the worker answers it directly)."""
+    language = request.get("selected_language") or "pytorch"
+    return request.get("ir_type") == "raw_ir" and language == "raw_ir" and not stages_of(request)

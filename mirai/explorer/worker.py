@@ -34,7 +34,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)  # workers run side by side; each uses one core
-    from mirai.explorer.execute import execute
+    from mirai.explorer.execute import execute, runs_nothing
     from mirai.explorer.isolate import Limits, Spare, prepare_worker
     from mirai.explorer.warmup import warm_up
 
@@ -70,6 +70,11 @@ def main() -> int:
             continue
         message = json.loads(line)
         timeout_s = float(message.get("timeout_s") or default_timeout_s)
+        if runs_nothing(message["request"]):  # raw IR echoed: nothing to isolate
+            response = execute(message["request"], workdir=scratch)
+            protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
+            protocol.flush()
+            continue
         response = spare.run(message, timeout_s)
         protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
         protocol.flush()
