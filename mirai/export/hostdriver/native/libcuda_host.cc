@@ -2,11 +2,13 @@
 // machine without a GPU. It has the soname libcuda.so.1: once loaded into a process, the generated
 // runtime's dlopen("libcuda.so.1") finds it instead of a real driver.
 //
-// "Device" memory is host memory: copies are plain memcpy, run at once (every
-// stream is synchronous). Module loads and kernel launches go to callbacks that the host side
+// "Device" memory is host memory: allocations are aligned host allocations and copies are plain
+// memcpy, run at once (every stream is synchronous). Module loads and kernel launches go to callbacks that the host side
 // (mirai.export.hostdriver) registers: it identifies each loaded image and runs the launched kernel's
 // Triton source in Triton's interpreter over the argument values the launch code passed.
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -16,6 +18,7 @@ namespace {
 typedef int CUresult;
 constexpr CUresult kSuccess = 0;
 constexpr CUresult kInvalidValue = 1;
+constexpr CUresult kOutOfMemory = 2;
 constexpr CUresult kNotInitialized = 3;
 constexpr CUresult kInvalidImage = 200;
 constexpr CUresult kNotFound = 500;
@@ -41,6 +44,13 @@ struct Function {
   int64_t module;
   std::string name;
 };
+
+struct Stream {
+  static constexpr uint32_t kMagic = 0x5374726d;
+  uint32_t magic = kMagic;
+};
+
+constexpr size_t kAllocationAlignment = 256;  // what cuMemAlloc guarantees
 
 std::mutex g_mu;
 Config g_config;
@@ -96,10 +106,88 @@ CUresult cuCtxGetDevice(int* device) {
   return kSuccess;
 }
 
+CUresult cuDeviceGet(int* device, int ordinal) {
+  if (!g_initialized) return kNotInitialized;
+  if (device == nullptr || ordinal != 0) return kInvalidValue;  // one device
+  *device = 0;
+  return kSuccess;
+}
+
+CUresult cuDeviceGetName(char* name, int length, int device) {
+  if (name == nullptr || length <= 0 || device != 0) return kInvalidValue;
+  std::snprintf(name, static_cast<size_t>(length), "mirai CPU driver");
+  return kSuccess;
+}
+
+// The one context is the device's primary context.
+CUresult cuDevicePrimaryCtxRetain(void** ctx, int device) {
+  if (!g_initialized) return kNotInitialized;
+  if (ctx == nullptr || device != 0) return kInvalidValue;
+  *ctx = Context();
+  return kSuccess;
+}
+
+CUresult cuCtxSetCurrent(void* ctx) { return ctx == nullptr || ctx == Context() ? kSuccess : kInvalidValue; }
+
 CUresult cuCtxPushCurrent_v2(void* ctx) { return ctx == Context() ? kSuccess : kInvalidValue; }
 
 CUresult cuCtxPopCurrent_v2(void** ctx) {
   if (ctx != nullptr) *ctx = Context();
+  return kSuccess;
+}
+
+CUresult cuStreamCreate(Stream** stream, unsigned flags) {
+  if (stream == nullptr || flags > 1) return kInvalidValue;  // CU_STREAM_DEFAULT or NON_BLOCKING
+  *stream = new Stream();
+  return kSuccess;
+}
+
+CUresult cuStreamDestroy_v2(Stream* stream) {
+  if (stream == nullptr || stream->magic != Stream::kMagic) return kInvalidValue;
+  stream->magic = 0;
+  delete stream;
+  return kSuccess;
+}
+
+CUresult cuStreamSynchronize(void* stream) {
+  (void)stream;  // every stream is synchronous: all its work is done
+  return kSuccess;
+}
+
+CUresult cuMemAlloc_v2(uint64_t* ptr, size_t bytes) {
+  if (ptr == nullptr || bytes == 0) return kInvalidValue;
+  const size_t rounded = (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
+  void* p = std::aligned_alloc(kAllocationAlignment, rounded);
+  if (p == nullptr) return kOutOfMemory;
+  *ptr = reinterpret_cast<uint64_t>(p);
+  return kSuccess;
+}
+
+CUresult cuMemFree_v2(uint64_t ptr) {
+  std::free(reinterpret_cast<void*>(ptr));
+  return kSuccess;
+}
+
+// Stream-ordered allocation: every stream is synchronous, so it is allocation at once.
+CUresult cuMemAllocAsync(uint64_t* ptr, size_t bytes, void* stream) {
+  (void)stream;
+  return cuMemAlloc_v2(ptr, bytes);
+}
+
+CUresult cuMemFreeAsync(uint64_t ptr, void* stream) {
+  (void)stream;
+  return cuMemFree_v2(ptr);
+}
+
+CUresult cuMemcpyHtoD_v2(uint64_t dst, const void* src, size_t bytes) {
+  if (bytes != 0 && (dst == 0 || src == nullptr)) return kInvalidValue;
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return kSuccess;
+}
+
+CUresult cuMemcpyDtoH_v2(void* dst, uint64_t src, size_t bytes) {
+  if (bytes != 0 && (dst == nullptr || src == 0)) return kInvalidValue;
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
 }
 
@@ -186,6 +274,7 @@ CUresult cuGetErrorString(CUresult result, const char** text) {
   switch (result) {
     case kSuccess: message = "no error"; break;
     case kInvalidValue: message = "invalid argument"; break;
+    case kOutOfMemory: message = "out of memory"; break;
     case kNotInitialized: message = "the CPU driver is not initialized"; break;
     default: message = g_error.empty() ? "CPU driver error" : g_error; break;
   }

@@ -1,0 +1,123 @@
+"""The host-time harness (bench/host_time.cc, driven by bench/bench_host_time.py): it builds with g++
+alone, and it runs a generated op end to end through the op's C interface on the CPU stand-ins for
+the driver and cuBLASLt, which count what it launched (the stand-in interprets every kernel, so the
+times mean nothing and the calls are few)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import mirai
+
+from tests.export.conftest import EXAMPLES, ROOT, run
+
+HARNESS = ROOT / "bench" / "host_time.cc"
+DRIVER = ROOT / "bench" / "bench_host_time.py"
+WARMUP, CALLS, SYNC_CALLS = 1, 2, 1
+
+
+@pytest.mark.parametrize("library", [False, True], ids=["executable", "library"])
+def test_harness_builds_with_gpp_alone(tmp_path, library):
+    # no CUDA headers or libraries: the driver is opened at run time
+    flags = ["-shared", "-fPIC", "-DMIRAI_HOST_TIME_LIBRARY"] if library else []
+    out = tmp_path / ("host_time.so" if library else "host_time")
+    run(
+        [
+            "g++",
+            "-std=c++17",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            *flags,
+            HARNESS,
+            "-o",
+            out,
+            "-ldl",
+        ]
+    )
+    symbols = run(["nm", "-D", "--defined-only", out]).stdout
+    assert ("mirai_host_time_main" in symbols) == library
+
+
+@pytest.fixture(scope="module")
+def mlp_dynamic(tmp_path_factory):
+    """examples/suite.py's mlp, dynamic: its GEMMs in cuBLASLt and Triton kernels around them."""
+    sys.path.insert(0, str(EXAMPLES))
+    from suite import SUITE
+
+    fn, samples, _ = SUITE["mlp"]
+    out = tmp_path_factory.mktemp("mlp-dynamic")
+    mirai.build(fn, samples(8), output_dir=out, dynamic=True, gpu=False, progress=False)
+    return out
+
+
+def test_harness_runs_every_op_on_the_cpu_driver(mlp_dynamic, tmp_path):
+    results = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, DRIVER, mlp_dynamic, "--cpu", "--batches", "5"]
+        + ["--warmup", str(WARMUP), "--calls", str(CALLS), "--sync-calls", str(SYNC_CALLS)]
+        + ["--json", results],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    manifest = json.loads((mlp_dynamic / "manifest.json").read_text())
+    seen = json.loads(results.read_text())
+    assert [r["op"] for r in seen] == ["MlpFwd", "MlpBwd"]
+    calls = WARMUP + CALLS + SYNC_CALLS
+    for r in seen:
+        spec = manifest["ops"][r["op"]]
+        assert r["batch"] == 5 and "[5,64]" in r["inputs"]
+        assert (r["kernels"], r["gemms"]) == (len(spec["launches"]), len(spec["gemms"]))
+        assert r["launches"] == r["kernels"] + r["gemms"] + r["copies"]
+        # what the stand-ins ran: every launch and GEMM of every call, nothing else
+        assert r["cpu_driver"] == {
+            "kernel_launches": calls * r["kernels"],
+            "gemms": calls * r["gemms"],
+        }
+        assert r["nonfinite_outputs"] == 0  # outputs start as NaN: every element was written
+        assert r["host_us"] > 0 and r["sync_us"] > 0
+        assert r["floor_us"] is None and r["ratio"] is None  # no empty kernel on the stand-in
+        # one block of temporaries and one of scratch memory (the GEMMs' workspace), at most
+        assert 1 <= r["allocations_per_call"] <= 2
+        assert f"| {r['op']} | 5 | {r['launches']} (" in done.stdout
+
+
+def test_a_static_build_runs_only_at_its_own_batch(tmp_path):
+    # the shapes come from the manifest alone: a static build's are numbers
+    manifest = {
+        "symbols": {},
+        "inputs": [{"name": "x", "dtype": "float32", "sizes": ["8", "64"]}],
+        "ops": {"MlpFwd": {"graph": "forward", "inputs": [], "outputs": []}},
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run(
+        [sys.executable, DRIVER, tmp_path, "--cpu", "--batches", "9"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 1
+    assert "is a static build for B=8; it cannot run at B=9" in done.stderr
+
+
+def test_harness_takes_temporaries_from_a_stream_ordered_allocator(mlp_dynamic, tmp_path):
+    # --alloc async: cuMemAllocAsync per request, cuMemFreeAsync after each call
+    done = subprocess.run(
+        [sys.executable, DRIVER, mlp_dynamic, "--cpu", "--batches", "3", "--ops", "MlpFwd"]
+        + ["--alloc", "async", "--warmup", "1", "--calls", "1", "--sync-calls", "0"]
+        + ["--json", tmp_path / "results.json"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (r,) = json.loads((tmp_path / "results.json").read_text())
+    assert r["alloc"] == "async" and r["op"] == "MlpFwd" and r["nonfinite_outputs"] == 0
+    assert r["cpu_driver"]["gemms"] == 2 * r["gemms"]
