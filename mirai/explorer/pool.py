@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -57,6 +58,7 @@ class Worker:
         self.number = number
         self.settings = settings
         self.log_path = log_dir / f"worker-{number}.log"
+        self.scratch: Path | None = None  # without the sandbox: the folder of its requests
         self.proc: asyncio.subprocess.Process | None = None
         self.served = 0
         self.ready = False  # started and warm; false again once it is being replaced
@@ -82,6 +84,11 @@ class Worker:
             config["request_uid"] = None if self.settings.any_user_tool else launch.request_uid
             command[-1] = json.dumps(config)
         else:
+            # No sandbox: the requests' folders go under the server's cache dir, in a folder of this
+            # worker's that goes with it, whatever becomes of its requests.
+            self.scratch = Path(self.settings.cache_dir) / "scratch" / f"worker-{self.number}"
+            self.scratch.mkdir(parents=True, exist_ok=True)
+            env = {**os.environ, "TMPDIR": str(self.scratch)}
             command = [*command, json.dumps(config)]
         try:
             with open(self.log_path, "ab") as log_file:
@@ -169,13 +176,15 @@ class Worker:
             self.kill()
 
     def kill(self) -> None:
+        """Kill the worker with everything it started; remove its requests' folder (no sandbox)."""
         self.ready = False
-        if self.proc is None or self.proc.returncode is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class WorkerPool:

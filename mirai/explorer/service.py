@@ -40,6 +40,7 @@ class Explorer:
         """Stop the workers; remove what the server wrote under the cache dir (and the dir if empty)."""
         await self.pool.close()
         shutil.rmtree(self.pool.log_dir, ignore_errors=True)
+        shutil.rmtree(self.settings.cache_dir / "scratch", ignore_errors=True)
         try:
             self.settings.cache_dir.rmdir()
         except OSError:

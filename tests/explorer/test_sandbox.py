@@ -49,7 +49,7 @@ def test_version_and_log_say_the_sandbox_is_on(tmp_path):
 
 @pytest.fixture(scope="module")
 def unsandboxed(make_server):
-    server = make_server("--workers", "1", "--no-sandbox")
+    server = make_server("--workers", "1", "--no-sandbox", "--timeout", "5")
     server.wait_ready()
     return server
 
@@ -62,6 +62,18 @@ def test_no_sandbox_is_said_and_still_isolates_requests(unsandboxed):
     assert unsandboxed.ok(code=patch, ir_type="raw_ir", selected_language="pytorch") == "patched\n"
     check = "import torch\nprint(torch.relu(torch.tensor([-1.0])).item())"
     assert unsandboxed.ok(code=check, ir_type="raw_ir", selected_language="pytorch") == "0.0\n"
+
+
+def test_no_sandbox_request_folders_go_whatever_the_outcome(unsandboxed):
+    scratch = unsandboxed.cache_dir / "scratch"
+    for code in (
+        "open('left-behind', 'w').write('x')\nprint('ok')",
+        "open('left-behind', 'w').write('x')\nwhile True:\n    pass",
+        "import os\nopen('left-behind', 'w').write('x')\nos.abort()",
+    ):
+        unsandboxed.generate(code=code, ir_type="raw_ir", selected_language="pytorch")
+        unsandboxed.wait_ready()
+        assert scratch.is_dir() and not list(scratch.rglob("left-behind"))
 
 
 def test_allow_user_tools_runs_a_tool_at_any_path_in_the_sandbox(make_server, tmp_path_factory):
