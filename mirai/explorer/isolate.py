@@ -358,13 +358,16 @@ def _descendants(root: int) -> list[int]:
 def wipe_scratch(scratch: Path) -> None:
     """Remove whatever a request left in the sandbox's writable folders (the worker's own view)."""
     if os.environ.get("MIRAI_SANDBOX") != "bubblewrap":
-        return  # without the sandbox, the scratch folder is the host's /tmp: leave others' files
+        return  # without the sandbox, the scratch folder is the worker's own: its folders are enough
+    keep = set(filter(None, os.environ.get("MIRAI_SANDBOX_KEEP", "").split("/")))
     for root in (scratch, Path("/dev/shm")):
         try:
             entries = list(root.iterdir())
         except OSError:
             continue
         for entry in entries:
+            if root == scratch and entry.name in keep:
+                continue  # holds read-only binds (a checkout under /tmp), not the request's
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:

@@ -170,24 +170,34 @@ def worker_launch(
             argv += ["--symlink", os.readlink(host), str(host)]
         elif host.is_dir():
             argv += ["--ro-bind", str(host), str(host)]
+    # The scratch tmpfs before the binds: a bind below it (a checkout under /tmp) stays visible.
+    scratch = scratch_dir(host_tmp_visible)
+    if host_tmp_visible:  # --allow-user-tools: the single user's tools may live in the host's /tmp
+        argv += ["--ro-bind", "/tmp", "/tmp"]
+    argv += ["--perms", "1777", "--size", str(scratch_mb << 20), "--tmpfs", scratch]
     binds = read_only_paths()
     for folder in _parents([*binds, *ETC_FILES, *ETC_DIRS]):  # else bwrap makes them 0700
-        argv += ["--perms", "0755", "--dir", folder]
+        if not (host_tmp_visible and _below(folder, "/tmp")):  # those exist in the host's /tmp
+            argv += ["--perms", "0755", "--dir", folder]
     for path in ETC_FILES + ETC_DIRS:
         argv += ["--ro-bind-try", path, path]
     for path in binds:
         argv += ["--ro-bind", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--size", str(scratch_mb << 20), "--tmpfs", "/dev/shm"]
-    scratch = scratch_dir(host_tmp_visible)
-    if host_tmp_visible:  # --allow-user-tools: the single user's tools may live in the host's /tmp
-        argv += ["--ro-bind", "/tmp", "/tmp"]
-    argv += ["--perms", "1777", "--size", str(scratch_mb << 20), "--tmpfs", scratch]
     env = _environment(scratch)
+    # What the teardown must leave in the scratch folder: the folders that hold binds.
+    keep = sorted({Path(b).relative_to(scratch).parts[0] for b in binds if _below(b, scratch)})
+    if keep:
+        env["MIRAI_SANDBOX_KEEP"] = "/".join(keep)
     argv += ["--clearenv", "--chdir", scratch]
     for name, value in env.items():
         argv += ["--setenv", name, value]
     return Launch([*argv, "--", *command], env, fds, request_uid, holder)
+
+
+def _below(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
 
 
 def _parents(paths: list[str]) -> list[str]:
