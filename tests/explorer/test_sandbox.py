@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -72,7 +73,10 @@ def test_no_sandbox_request_folders_go_whatever_the_outcome(unsandboxed):
         "import os\nopen('left-behind', 'w').write('x')\nos.abort()",
     ):
         unsandboxed.generate(code=code, ir_type="raw_ir", selected_language="pytorch")
-        unsandboxed.wait_ready()
+        # The worker answers first and tears the request down after: give it a moment.
+        deadline = time.monotonic() + 30
+        while list(scratch.rglob("left-behind")) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert scratch.is_dir() and not list(scratch.rglob("left-behind"))
 
 
