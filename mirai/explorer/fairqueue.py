@@ -14,7 +14,8 @@ client's request by at most one request per client waiting, not by all of its ow
 ...         queue.put(worker)
 ...     await asyncio.gather(*tasks)
 ...     return order
->>> asyncio.run(demo())
+>>> from concurrent.futures import ThreadPoolExecutor  # a loop of its own, whoever calls
+>>> ThreadPoolExecutor(1).submit(asyncio.run, demo()).result()
 ['a1 got w', 'b1 got x', 'a2 got y', 'a3 got z']
 """
 

@@ -4,6 +4,7 @@ clients, waiters that leave, the time limit sent to the worker, and what /health
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -12,6 +13,13 @@ from mirai.explorer.errors import ExplorerError
 from mirai.explorer.fairqueue import FairQueue
 from mirai.explorer.pool import ServerBusy, WorkerDied, WorkerPool
 from mirai.explorer.settings import Settings
+
+
+def run(coroutine):
+    """asyncio.run in a thread of its own: the test process may already run an event loop in this
+    thread (the browser tests' Playwright does), where asyncio.run refuses."""
+    with ThreadPoolExecutor(1) as executor:
+        return executor.submit(asyncio.run, coroutine).result()
 
 
 async def waiting(queue: FairQueue, client: str) -> asyncio.Task:
@@ -40,7 +48,7 @@ def test_clients_take_turns_and_each_is_fifo():
         await asyncio.gather(*tasks)
         return order
 
-    assert asyncio.run(scenario()) == ["a1", "b1", "c1", "a2", "b2", "a3", "a4"]
+    assert run(scenario()) == ["a1", "b1", "c1", "a2", "b2", "a3", "a4"]
 
 
 def test_free_items_are_taken_at_once():
@@ -51,7 +59,7 @@ def test_free_items_are_taken_at_once():
         assert await queue.get("a") == "w"
         assert queue.free == 0 and queue.waiting == 0
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_a_cancelled_waiter_leaves_the_queue():
@@ -66,7 +74,7 @@ def test_a_cancelled_waiter_leaves_the_queue():
         assert await second == "w"
         assert queue.waiting == 0 and queue.free == 0
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_an_item_handed_to_a_leaving_waiter_goes_to_the_next():
@@ -78,7 +86,7 @@ def test_an_item_handed_to_a_leaving_waiter_goes_to_the_next():
         assert await second == "w"
         assert first.cancelled()
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_fail_waiters():
@@ -90,7 +98,7 @@ def test_fail_waiters():
             await task
         assert queue.waiting == 0
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 class FakeWorker:
@@ -173,7 +181,7 @@ def test_pool_sends_the_time_limit_and_kills_a_worker_past_it(fake_workers, tmp_
         assert pool.ready_workers() == 1
         await pool.close()
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_a_worker_that_dies_idle_is_replaced_at_once(fake_workers, tmp_path):
@@ -198,7 +206,7 @@ def test_a_worker_that_dies_idle_is_replaced_at_once(fake_workers, tmp_path):
         assert pool.ready_workers() == 2
         await pool.close()
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_pool_serves_clients_in_turn_and_limits_the_queue(fake_workers, tmp_path):
@@ -234,7 +242,7 @@ def test_pool_serves_clients_in_turn_and_limits_the_queue(fake_workers, tmp_path
         await pool.close()
         return order
 
-    assert asyncio.run(scenario()) == ["a1", "a2", "b1", "c1", "a3"]
+    assert run(scenario()) == ["a1", "a2", "b1", "c1", "a3"]
 
 
 def test_pool_that_cannot_start_a_worker_says_so(fake_workers, tmp_path):
@@ -255,7 +263,7 @@ def test_pool_that_cannot_start_a_worker_says_so(fake_workers, tmp_path):
         assert pool.ready_workers() == 0
         await pool.close()
 
-    asyncio.run(scenario())
+    run(scenario())
 
 
 def test_settings_defaults():
