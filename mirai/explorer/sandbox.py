@@ -48,7 +48,6 @@ WORKER_CAPS = (
 )
 ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf")
 ETC_DIRS = ("/etc/alternatives", "/etc/ssl/certs")
-TOOL_DIR_VARS = ("TORCH_MLIR_OPT_PATH", "LLVM_BIN_PATH", "TRITON_OPT_PATH")
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def read_only_paths(extra: tuple[str, ...] = ()) -> list[str]:
 
     # Not sys.path as such: it holds the server's working folder (the project tree, under `-m`).
     wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(mirai.__file__).parent)]
-    wanted += [os.environ[v] for v in TOOL_DIR_VARS if os.environ.get(v)]
+    wanted += [os.environ[v] for v in _tool_dir_vars() if os.environ.get(v)]
     wanted += list(extra)
     paths: list[str] = []
     for raw in sorted({os.path.realpath(p) for p in wanted} | {os.path.abspath(p) for p in wanted}):
@@ -210,6 +209,13 @@ def _parents(paths: list[str]) -> list[str]:
     return folders
 
 
+def _tool_dir_vars() -> list[str]:
+    """The env vars that name the tools' folders, as the tool registry has them."""
+    from mirai.explorer.tools import TOOLS
+
+    return sorted({tool.env_var for tool in TOOLS.values() if tool.env_var})
+
+
 def scratch_dir(host_tmp_visible: bool) -> str:
     """The sandbox's only writable folder (a tmpfs; each request works in a subfolder): /tmp, or
     /var/tmp where the host's /tmp is bound read-only for user tools."""
@@ -228,7 +234,7 @@ def _environment(scratch: str) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "MIRAI_SANDBOX": "bubblewrap",
     }
-    for name in (*TOOL_DIR_VARS, "PYTHONPATH", "MIRAI_CACHE_DIR"):
+    for name in (*_tool_dir_vars(), "PYTHONPATH", "MIRAI_CACHE_DIR"):
         if os.environ.get(name):
             env[name] = os.environ[name]
     return env

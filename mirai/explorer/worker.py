@@ -70,14 +70,15 @@ def main() -> int:
             continue
         message = json.loads(line)
         timeout_s = float(message.get("timeout_s") or default_timeout_s)
-        if runs_nothing(message["request"]):  # raw IR echoed: nothing to isolate
+        echoed = runs_nothing(message["request"])  # raw IR echoed: nothing to isolate
+        if echoed:
             response = execute(message["request"], workdir=scratch)
-            protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
-            protocol.flush()
-            continue
-        response = spare.run(message, timeout_s)
+        else:
+            response = spare.run(message, timeout_s)
         protocol.write(json.dumps({"id": message.get("id"), "response": response}) + "\n")
         protocol.flush()
+        if echoed:
+            continue  # the spare child was not used: it waits for the next request
         # After the answer: the request's teardown and the next fork are off the client's path.
         if not spare.finish():
             _log("a request's processes outlived the teardown limit: this worker stops")
