@@ -9,6 +9,10 @@ With `host=True` the same launch code runs on CPU tensors against mirai's CPU st
 driver (mirai.export.hostdriver), which interprets every launched kernel: that needs a process started with
 TRITON_INTERPRET=1, which `mirai.export.hostdriver.HostRunner` provides.
 
+With `check_inputs=True` every call also checks that the op left its inputs as they were, bit for
+bit: a TensorFlow op must never write into its inputs, which other ops may share. `mirai verify` and
+the CPU worker check every call; benchmarks leave it off (it copies each input).
+
     >>> fwd = GeneratedOp("generated", "PffnFwd")  # doctest: +SKIP
     >>> outputs = fwd(inputs)             # list of torch tensors  # doctest: +SKIP
 """
@@ -71,10 +75,11 @@ def _function(lib, name: str, restype, argtypes):
 class GeneratedOp:
     """One generated op (e.g. PffnFwd), callable on torch tensors."""
 
-    def __init__(self, directory, op: str, host: bool = False):
+    def __init__(self, directory, op: str, host: bool = False, check_inputs: bool = False):
         self.directory = Path(directory)
         self.op = op
         self.host = host
+        self.check_inputs = check_inputs
         manifest = json.loads((self.directory / "manifest.json").read_text())
         self.spec = manifest["ops"][op]
         if host:
@@ -147,8 +152,6 @@ class GeneratedOp:
         return symbols
 
     def __call__(self, inputs, stream=None):
-        import torch
-
         where = "CPU" if self.host else "CUDA"
         for spec, t in zip(self.spec["inputs"], inputs):
             if str(t.dtype).replace("torch.", "") != spec["dtype"] or t.is_cuda == self.host:
@@ -162,6 +165,31 @@ class GeneratedOp:
             if not t.is_contiguous():
                 raise MiraiError(f"{self.op}: input {spec['name']} must be contiguous")
         symbols = self.bind(inputs)
+        if self.check_inputs:
+            before = [t.clone() for t in inputs]
+            outputs = self._call(inputs, symbols, stream)
+            self._check_kept(before, inputs)
+            return outputs
+        return self._call(inputs, symbols, stream)
+
+    def _check_kept(self, before, inputs) -> None:
+        """Raise if a call changed any input (compared as raw bytes, so NaNs compare too)."""
+        import torch
+
+        if not self.host:
+            torch.cuda.synchronize(inputs[0].device)  # the op may run on a stream of its own
+        for spec, old, new in zip(self.spec["inputs"], before, inputs):
+            raw = lambda t: t.reshape(-1).view(torch.uint8)  # noqa: E731
+            if not torch.equal(raw(old), raw(new)):
+                changed = int((raw(old) != raw(new)).sum())
+                raise MiraiError(
+                    f"{self.op} wrote into its input {spec['name']!r} ({changed} bytes changed): "
+                    "a generated op must leave its inputs unchanged"
+                )
+
+    def _call(self, inputs, symbols, stream):
+        import torch
+
         device = inputs[0].device
         if self.host:
             self._driver.configure(self._cc)
@@ -215,7 +243,7 @@ class GeneratedOp:
 class GeneratedFunction:
     """The forward and backward ops of one export, wired as the generated TensorFlow API wires them."""
 
-    def __init__(self, directory, host: bool = False):
+    def __init__(self, directory, host: bool = False, check_inputs: bool = False):
         self.directory = Path(directory)
         manifest = json.loads((self.directory / "manifest.json").read_text())
         self.name = manifest["name"]
@@ -225,9 +253,11 @@ class GeneratedFunction:
             )
         self.wiring = Wiring.from_json(manifest["wiring"])
         self.num_outputs = self.wiring.num_outputs
-        self.forward = GeneratedOp(self.directory, f"{self.name}Fwd", host)
+        self.forward = GeneratedOp(self.directory, f"{self.name}Fwd", host, check_inputs)
         bwd = f"{self.name}Bwd"
-        self.backward = GeneratedOp(self.directory, bwd, host) if bwd in manifest["ops"] else None
+        self.backward = (
+            GeneratedOp(self.directory, bwd, host, check_inputs) if bwd in manifest["ops"] else None
+        )
 
     def __call__(self, inputs):
         """Forward only: the user-visible outputs (on the current stream of the inputs' device)."""

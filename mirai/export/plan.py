@@ -429,6 +429,12 @@ def _check_launchable(kernel) -> None:
             )
 
 
+def _mutated_args(source: str) -> set[str]:
+    """The argument names a kernel's Inductor metadata lists as mutated ('mutated_arg_names')."""
+    found = re.search(r"['\"]mutated_arg_names['\"]\s*:\s*\[([^\]]*)\]", source)
+    return set(re.findall(r"['\"](\w+)['\"]", found.group(1))) if found else set()
+
+
 def _cubin_hex(data: bytes) -> str:
     lines = []
     for start in range(0, len(data), 20):
@@ -532,6 +538,35 @@ class _OpBuilder:
                 )
         return tuple(out)
 
+    def written(self) -> list[tuple[str, str]]:
+        """(storage, step name) for every storage a step writes: a GEMM's output, and the pointer
+        arguments Inductor names out_ptr/in_out_ptr or lists among a kernel's mutated arguments."""
+        out = []
+        for step in self.graph.steps:
+            if isinstance(step, Gemm):
+                out.append((step.out.base, step.op))
+                continue
+            source = self.capture.kernels.get(self.graph.name, {}).get(step.kernel)
+            mutated = _mutated_args(source.source) if source is not None else set()
+            for arg in step.args:
+                if arg.kind == "ptr" and (
+                    arg.name.startswith(("out_ptr", "in_out_ptr")) or arg.name in mutated
+                ):
+                    out.append((arg.view.base, step.kernel))
+        return out
+
+    def check_inputs_kept(self) -> None:
+        """A TensorFlow op must leave its inputs as they are: refuse a step that writes one."""
+        for base, step in self.written():
+            s = self.storage.get(base)
+            if isinstance(s, Storage) and s.kind == "input":
+                name = self.inputs[s.index].name
+                raise UnsupportedError(
+                    f"{self.op_name}: {step} writes into the op's input {name!r} (#{s.index}); a "
+                    "TensorFlow op cannot change its inputs in place: return the new value "
+                    "instead of modifying an argument"
+                )
+
     def steps(self) -> tuple[LaunchStep | GemmStep, ...]:
         steps = []
         for step in self.graph.steps:
@@ -629,6 +664,7 @@ class _OpBuilder:
         for buf in self.graph.buffers:
             if buf.name not in self.storage:
                 self.storage[buf.name] = Temp(f"p_{buf.name}", self.buffer_bytes(buf.name))
+        self.check_inputs_kept()
         copies = tuple(
             OutputCopy(
                 output=index,

@@ -104,7 +104,7 @@ def verify(
     if device == "cuda":
         from mirai.export.launch import GeneratedFunction
 
-        function = GeneratedFunction(directory)
+        function = GeneratedFunction(directory, check_inputs=True)
         run = function.forward_backward
     else:
         from mirai.export.hostdriver import HostRunner

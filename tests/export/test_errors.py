@@ -180,3 +180,44 @@ def test_a_float64_matmul_is_refused_clearly(tmp_path):
     with pytest.raises(UnsupportedError, match=r"a float64 matmul \(mm\).*float32, float16"):
         mirai.build(mm64, samples, output_dir=tmp_path, progress=False)
     assert not (tmp_path / "manifest.json").exists()
+
+
+def test_a_function_that_changes_an_argument_in_place_is_refused(tmp_path):
+    @mirai.op(name="Bump")
+    def bump(x, w):
+        x[:, 0].add_(1.0)  # through a view: the argument's storage changes all the same
+        return x * w
+
+    with pytest.raises(UnsupportedError, match=r"Bump changes its argument 'x' in place"):
+        mirai.build(bump, [torch.ones(4, 3), torch.ones(4, 3)], tmp_path, progress=False)
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_the_plan_refuses_a_step_that_writes_an_input():
+    # The backward graph may not reuse a saved tensor's memory (capture turns AOTAutograd's buffer
+    # donation off); should a kernel still write into an op input, the plan refuses it rather than
+    # generate an op that changes its inputs. Here the forward kernel's output is redirected to x.
+    import dataclasses
+
+    from mirai.export.capture import capture
+    from mirai.export.graph import Launch
+    from mirai.export.plan import _plan_forward
+
+    cap = capture(scale, [torch.ones(4, 3), torch.ones(4, 3)])
+    graph = cap.forward
+    x = next(i.name for i in graph.inputs if i.kind == "tensor")
+    launch = graph.launches[0]
+    written = [a for a in launch.args if a.name.startswith("out_ptr")]
+    assert written, launch.args
+    args = tuple(
+        dataclasses.replace(a, view=dataclasses.replace(a.view, base=x)) if a in written else a
+        for a in launch.args
+    )
+    steps = tuple(dataclasses.replace(launch, args=args) if s is launch else s for s in graph.steps)
+    broken = dataclasses.replace(cap, forward=dataclasses.replace(graph, steps=steps))
+
+    builder, _, _ = _plan_forward(cap, {})
+    builder.check_inputs_kept()  # the real capture writes only its own buffers
+    builder, _, _ = _plan_forward(broken, {})
+    with pytest.raises(UnsupportedError, match=r"ScaleFwd: triton_\w+ writes into the op's input"):
+        builder.check_inputs_kept()

@@ -99,6 +99,33 @@ def test_pffn_computes_right_on_the_cpu(pffn_builds, host):
     every_row_passes(rows, DYNAMIC_BATCHES, tensors)
 
 
+def test_the_backward_leaves_its_inputs_as_they_were(pffn_builds, host):
+    # TensorFlow may hand the same saved tensors to the backward op more than once (two gradient
+    # computations of one forward): the op must not write into them. The worker compares every
+    # input before and after each call; here the same backward runs twice on the same tensors
+    # and must give the same gradients, bit for bit.
+    import torch
+
+    from mirai.export.plan import Wiring
+
+    directory = pffn_builds["dynamic"]
+    manifest = json.loads((directory / "manifest.json").read_text())
+    wiring = Wiring.from_json(manifest["wiring"])
+    inputs = [t.contiguous() for t in pffn_small(5)]
+    results = host.run(directory, "PffnFwd", inputs)
+    n = wiring.num_outputs
+    tangents = [
+        torch.randn(o.shape, generator=torch.Generator().manual_seed(1)) for o in results[:n]
+    ]
+    args = wiring.backward_args(inputs, results[:n], results[n:], tangents)
+    kept = [a.clone() for a in args]
+    first = host.run(directory, "PffnBwd", args)
+    second = host.run(directory, "PffnBwd", args)
+    assert all(torch.equal(a, b) for a, b in zip(args, kept))
+    assert len(first) == len(second) == len(pffn.param_names)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
 def test_cli_verify_cpu_takes_the_generated_folder(suite_builds):
     # the manifest names the file the build came from (examples/suite.py), whose SUITE entry for
     # the build's op gives the reference and the samples; exit status 0 when every row passes

@@ -304,7 +304,12 @@ def compile_graphs(
     stack = contextlib.ExitStack()
     with stack:
         stack.enter_context(inductor_config.patch(inductor_settings(gpu, gemm)))
-        stack.enter_context(functorch_config.patch(force_non_lazy_backward_lowering=True))
+        # donated_buffer: AOTAutograd lets the backward graph reuse the memory of saved tensors it
+        # no longer needs, writing into its own inputs; a TensorFlow op must not (its inputs are
+        # the forward's outputs, which the graph may use again), so the capture turns that off.
+        stack.enter_context(
+            functorch_config.patch(force_non_lazy_backward_lowering=True, donated_buffer=False)
+        )
         stack.enter_context(_matmul_precision(precision))
         if not gpu:
             stack.enter_context(_gemm_choice(num_sms))

@@ -132,6 +132,7 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
     finally:
         torch._dynamo.reset()
     gm = captured["gm"]
+    _refuse_input_mutation(op, gm, captured["params"])
 
     placeholders, names = [], {}
     for node in gm.graph.nodes:
@@ -216,6 +217,22 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
         hints=hints,
         input_order=tuple(order),
     )
+
+
+def _refuse_input_mutation(op: Op, gm, params: dict) -> None:
+    """A TensorFlow op cannot change its inputs: refuse a function that writes into an argument.
+
+    Dynamo's fake example values count in-place writes (through views too) in their version
+    counter, so a traced argument with a nonzero version was modified."""
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value")
+        if node.op == "placeholder" and node.name in params and getattr(value, "_version", 0):
+            name = op.param_names[params[node.name]]
+            raise UnsupportedError(
+                f"{op.name} changes its argument {name!r} in place; a TensorFlow op cannot "
+                "modify its inputs: compute a new tensor (e.g. x = x + 1 instead of x.add_(1)) "
+                "and return it"
+            )
 
 
 def _param_index(node, params: list[str]) -> int:

@@ -27,7 +27,9 @@ def _serve(inp, out) -> None:
         try:
             if request["cmd"] == "forward_backward":
                 if directory not in functions:
-                    functions[directory] = GeneratedFunction(directory, host=True)
+                    functions[directory] = GeneratedFunction(
+                        directory, host=True, check_inputs=True
+                    )
                 outputs, grads = functions[directory].forward_backward(
                     request["inputs"], request["grad_outputs"]
                 )
@@ -35,7 +37,7 @@ def _serve(inp, out) -> None:
             elif request["cmd"] == "run":
                 key = (directory, request["op"])
                 if key not in ops:
-                    ops[key] = GeneratedOp(directory, request["op"], host=True)
+                    ops[key] = GeneratedOp(directory, request["op"], host=True, check_inputs=True)
                 answer = {"outputs": ops[key](request["inputs"])}
             else:
                 raise ValueError(f"unknown request {request['cmd']!r}")
