@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 import os
+import threading
 from pathlib import Path
 
 from mirai import process
@@ -65,11 +65,34 @@ def build_capi(directory: Path, op: str) -> Path:
     return library
 
 
+def build_interfaces(folders) -> None:
+    """Compile the C interface of every op of the builds in `folders` up front, in parallel (one g++
+    per op; no GPU involved), so that timing or checking them later does not wait for compilers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [
+        (Path(folder), op)
+        for folder in folders
+        for op in json.loads((Path(folder) / "manifest.json").read_text())["ops"]
+    ]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        list(pool.map(lambda job: build_capi(*job), jobs))
+
+
 def _function(lib, name: str, restype, argtypes):
     fn = getattr(lib, name)
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
+
+
+class _CallState(threading.local):
+    """What one thread's call in flight needs in the allocator callback, and its error buffer."""
+
+    def __init__(self):
+        self.device = None
+        self.held: list = []
+        self.err = ctypes.create_string_buffer(2048)
 
 
 class GeneratedOp:
@@ -119,6 +142,13 @@ class GeneratedOp:
             [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t],
         )
         self.num_symbols = getattr(lib, f"mirai_{op}_num_symbols")()
+        import torch
+
+        self._dtypes = [getattr(torch, i["dtype"]) for i in self.spec["inputs"]]
+        self._out_dtypes = [getattr(torch, o["dtype"]) for o in self.spec["outputs"]]
+        self._shapes: dict[tuple, tuple] = {}  # input shapes -> (symbols, output shapes)
+        self._calls = _CallState()
+        self._callback = ALLOCATE(self._allocate)  # made once: ctypes keeps it alive with the op
         ranks = [len(i["sizes"]) for i in self.spec["inputs"]]
         ranks += [len(o["sizes"]) for o in self.spec["outputs"]]
         self.max_rank = max(ranks + [1])
@@ -135,42 +165,58 @@ class GeneratedOp:
         return choices
 
     def bind(self, inputs):
+        """The size symbols for these inputs' shapes (InvalidArgument as OpError if they do not fit)."""
+        return self._bound(tuple(tuple(t.shape) for t in inputs))[0]
+
+    def _bound(self, shapes: tuple) -> tuple:
+        """(symbols, output shapes) for input shapes `shapes`, bound once per distinct shapes."""
+        cached = self._shapes.get(shapes)
+        if cached is not None:
+            return cached
         n = len(self.spec["inputs"])
-        if len(inputs) != n:
-            raise MiraiError(f"{self.op} takes {n} inputs, got {len(inputs)}")
+        if len(shapes) != n:
+            raise MiraiError(f"{self.op} takes {n} inputs, got {len(shapes)}")
         dims = (ctypes.c_int64 * (n * self.max_rank))()
         ranks = (ctypes.c_int * n)()
-        for i, t in enumerate(inputs):
-            ranks[i] = t.dim()
-            for d, size in enumerate(t.shape[: self.max_rank]):
+        for i, shape in enumerate(shapes):
+            ranks[i] = len(shape)
+            for d, size in enumerate(shape[: self.max_rank]):
                 dims[i * self.max_rank + d] = size
         symbols = (ctypes.c_int64 * max(self.num_symbols, 1))()
         err = ctypes.create_string_buffer(2048)
         code = self._bind(dims, ranks, symbols, err, len(err))
         if code:
             raise OpError(code, err.value.decode())
-        return symbols
+        out_shapes = []
+        for j, out in enumerate(self.spec["outputs"]):
+            sizes = (ctypes.c_int64 * self.max_rank)()
+            self._shape(j, symbols, sizes)
+            out_shapes.append(tuple(sizes[d] for d in range(len(out["sizes"]))))
+        if len(self._shapes) < 64:  # a dynamic op sees a few shapes again and again
+            self._shapes[shapes] = (symbols, out_shapes)
+        return symbols, out_shapes
 
     def __call__(self, inputs, stream=None):
-        where = "CPU" if self.host else "CUDA"
-        for spec, t in zip(self.spec["inputs"], inputs):
-            if str(t.dtype).replace("torch.", "") != spec["dtype"] or t.is_cuda == self.host:
+        first = inputs[0].device if inputs else None
+        for spec, dtype, t in zip(self.spec["inputs"], self._dtypes, inputs):
+            if t.dtype != dtype or t.is_cuda == self.host:
+                where = "CPU" if self.host else "CUDA"
                 raise MiraiError(
                     f"{self.op}: input {spec['name']} must be a {where} {spec['dtype']} tensor"
                 )
-            if t.device != inputs[0].device:
+            if t.device != first:
                 raise MiraiError(
                     f"{self.op}: input {spec['name']} is on {t.device}, not with the others"
                 )
             if not t.is_contiguous():
                 raise MiraiError(f"{self.op}: input {spec['name']} must be contiguous")
-        symbols = self.bind(inputs)
+        symbols, out_shapes = self._bound(tuple(tuple(t.shape) for t in inputs))
         if self.check_inputs:
             before = [t.clone() for t in inputs]
-            outputs = self._call(inputs, symbols, stream)
+            outputs = self._call(inputs, symbols, out_shapes, stream)
             self._check_kept(before, inputs)
             return outputs
-        return self._call(inputs, symbols, stream)
+        return self._call(inputs, symbols, out_shapes, stream)
 
     def _check_kept(self, before, inputs) -> None:
         """Raise if a call changed any input (compared as raw bytes, so NaNs compare too)."""
@@ -187,54 +233,65 @@ class GeneratedOp:
                     "a generated op must leave its inputs unchanged"
                 )
 
-    def _call(self, inputs, symbols, stream):
+    def _call(self, inputs, symbols, out_shapes, stream):
         import torch
 
         device = inputs[0].device
         if self.host:
             self._driver.configure(self._cc)
-            return self._launch(inputs, symbols, 0, device)
+            return self._launch(inputs, symbols, out_shapes, 0, device)
         if stream is None:
             stream = torch.cuda.current_stream(device).cuda_stream
         if stream == 0:
             # torch's default stream is the legacy NULL stream: the current device's, so make the
             # inputs' device current (as a framework with its own streams never needs to)
             with torch.cuda.device(device):
-                return self._launch(inputs, symbols, stream, device)
+                return self._launch(inputs, symbols, out_shapes, stream, device)
         # The launch code runs on the device of its stream, whatever this thread has current.
-        return self._launch(inputs, symbols, stream, device)
+        return self._launch(inputs, symbols, out_shapes, stream, device)
 
-    def _launch(self, inputs, symbols, stream, device):
+    def _empty(self, shape, dtype, device):
         import torch
 
-        held = []  # temporaries: torch's allocator keeps their reuse ordered on this stream
+        t = torch.empty(shape, dtype=dtype, device=device)
+        if self.host:
+            t.view(torch.uint8).fill_(
+                0xFF
+            )  # poison (NaN in every float type): unwritten memory shows
+        return t
 
-        def empty(nbytes):
-            t = torch.empty(int(nbytes), dtype=torch.uint8, device=device)
-            if self.host:
-                t.fill_(0xFF)  # poison (NaN in every float type): memory no kernel wrote shows
-            return t
+    def _allocate(self, ctx, nbytes):
+        """The launch code's allocator: a temporary from torch's caching allocator, kept alive until
+        the call returns (torch keeps its reuse ordered on the call's stream)."""
+        import torch
 
-        def allocate(ctx, nbytes):
-            t = empty(nbytes)
-            held.append(t)
-            return t.data_ptr()
+        call = self._calls
+        t = self._empty((int(nbytes),), torch.uint8, call.device)
+        call.held.append(t)
+        return t.data_ptr()
 
-        outputs = []
-        for j, out in enumerate(self.spec["outputs"]):
-            dims = (ctypes.c_int64 * self.max_rank)()
-            self._shape(j, symbols, dims)
-            shape = [dims[d] for d in range(len(out["sizes"]))]
-            dtype = getattr(torch, out["dtype"])
-            numel = math.prod(shape)
-            outputs.append(empty(numel * dtype.itemsize).view(dtype).view(shape))
+    def _launch(self, inputs, symbols, out_shapes, stream, device):
+        call = self._calls  # this thread's call: the allocator callback finds it here
+        call.device, call.held = device, []
+        outputs = [
+            self._empty(shape, dtype, device) for shape, dtype in zip(out_shapes, self._out_dtypes)
+        ]
         in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[t.data_ptr() for t in inputs])
         out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[t.data_ptr() for t in outputs])
-        err = ctypes.create_string_buffer(2048)
-        callback = ALLOCATE(allocate)
-        code = self._run(
-            ctypes.c_void_p(stream), symbols, in_ptrs, out_ptrs, callback, None, err, len(err)
-        )
+        err = call.err
+        try:
+            code = self._run(
+                ctypes.c_void_p(stream),
+                symbols,
+                in_ptrs,
+                out_ptrs,
+                self._callback,
+                None,
+                err,
+                len(err),
+            )
+        finally:
+            call.held = []
         if code:
             raise OpError(code, err.value.decode())
         return outputs

@@ -64,7 +64,7 @@ def check_dir(directory: Path, batch: int, seed: int) -> dict:
     import pffn as example
     from mirai.export.launch import GeneratedFunction
 
-    fn = GeneratedFunction(directory)
+    fn = GeneratedFunction(directory, check_inputs=True)  # raises if an op writes an input
     inputs = example.sample_inputs(batch, device="cuda")
     g = torch.Generator(device="cuda").manual_seed(seed)
     inputs = [torch.randn(t.shape, device="cuda", generator=g) * t.std() for t in inputs]

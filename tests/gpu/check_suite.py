@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 from mirai.gpu import precision  # noqa: E402
+from mirai.export import launch  # noqa: E402
 from mirai.export.verify import PEER_FACTOR  # noqa: E402
 
 
@@ -114,22 +115,6 @@ def bad_inputs(directory: Path, samples, batch: int, dynamic: bool) -> dict:
     return refusals(fn, cases)
 
 
-def build_interfaces(folders) -> None:
-    """Compile every op's C interface up front, in parallel (g++ per op; no GPU involved)."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    from mirai.export.launch import build_capi
-
-    jobs = [
-        (folder, op)
-        for folder in folders
-        for op in json.loads((folder / "manifest.json").read_text())["ops"]
-    ]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
-        list(pool.map(lambda job: build_capi(*job), jobs))
-
-
 def verify_builds(root: Path, plan: Plan) -> dict:
     import torch
 
@@ -139,7 +124,7 @@ def verify_builds(root: Path, plan: Plan) -> dict:
     major, minor = torch.cuda.get_device_capability()
     cc = major * 10 + minor
     builds = list(plan.builds())
-    build_interfaces([root / b[2] for b in builds if (root / b[2]).exists()])
+    launch.build_interfaces([root / b[2] for b in builds if (root / b[2]).exists()])
     batches = plan.batches
     results = []
     for name, kind, folder, batch, dynamic, _ in builds:

@@ -1,0 +1,160 @@
+"""Benchmark of every function of examples/suite.py exported, against torch.compile on the same GPU.
+
+    python bench/bench_suite.py --builds DIR [--batches 1024,65536] [--functions a,b]
+
+DIR holds GPU-less builds as `tests/gpu/check_suite.py --prepare DIR --dynamic-only` makes them
+(DIR/<function>/dynamic): one dynamic build per function serves every batch. For each function and
+batch it times, side by side in one process on identical inputs (triton.testing.do_bench), the
+forward and the forward+backward of:
+
+- the generated ops, through their C interface (the launch code the TensorFlow ops wrap; TensorFlow
+  cannot be installed on the GPU machine);
+- torch.compile(mode="max-autotune-no-cudagraphs", dynamic=False), compiled afresh for each batch:
+  the static-shape peer a fixed production shape gets;
+- eager PyTorch.
+
+The suite's functions are small (16 to 128 features), so at the smaller batch host time dominates
+every column. Prints a Markdown table of milliseconds and ratios (torch.compile / generated: above 1,
+the generated op is faster) and writes it to bench/RESULTS-suite.md (and $OUT when set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+
+RESULTS = ROOT / "bench" / "RESULTS-suite.md"
+
+
+def timed(fn) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=100)
+
+
+def measure(name: str, folder: Path, batch: int) -> dict:
+    """Milliseconds per call of the generated ops, torch.compile and eager for one function."""
+    import torch
+
+    from mirai.export.launch import GeneratedFunction
+    from suite import SUITE
+
+    op, samples, _ = SUITE[name]
+    generated = GeneratedFunction(folder)
+    dtypes = [getattr(torch, i["dtype"]) for i in generated.forward.spec["inputs"]]
+    plain = [t.to("cuda", dtype).contiguous() for t, dtype in zip(samples(batch), dtypes)]
+    grads = [t.is_floating_point() and p not in op.no_grad for t, p in zip(plain, op.param_names)]
+    leaves = [t.clone().requires_grad_(g) for t, g in zip(plain, grads)]
+    torch._dynamo.reset()
+    compiled = torch.compile(op.fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+    with torch.no_grad():
+        outs = compiled(*plain)
+    outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+    tangents = [torch.randn_like(o) if o.is_floating_point() else None for o in outs]
+    row = {}
+    with torch.no_grad():
+        row["fwd"] = {
+            "generated": timed(lambda: generated(plain)),
+            "torch.compile": timed(lambda: compiled(*plain)),
+            "eager": timed(lambda: op.fn(*plain)),
+        }
+    if generated.backward is None or not any(grads):
+        return row
+
+    def backward_of(fn):
+        def run():
+            out = fn(*leaves)
+            out = (out,) if isinstance(out, torch.Tensor) else tuple(out)
+            pairs = [(o, t) for o, t in zip(out, tangents) if o.requires_grad]
+            torch.autograd.grad(
+                [o for o, _ in pairs],
+                [x for x, g in zip(leaves, grads) if g],
+                [t for _, t in pairs],
+            )
+
+        return run
+
+    row["fwd+bwd"] = {
+        "generated": timed(lambda: generated.forward_backward(plain, tangents)),
+        "torch.compile": timed(backward_of(compiled)),
+        "eager": timed(backward_of(op.fn)),
+    }
+    return row
+
+
+def render(results: dict, batches: list[int], header: str) -> str:
+    """The Markdown tables: one row per function, a column group per batch."""
+    out = [header]
+    for part in ("fwd", "fwd+bwd"):
+        title = "Forward" if part == "fwd" else "Forward + backward"
+        cols = " | ".join(f"B={b} generated | B={b} torch.compile | B={b} ratio" for b in batches)
+        out += [f"\n{title}:\n", f"| function | {cols} |", "|---|" + "---|---|---|" * len(batches)]
+        for name, by_batch in results.items():
+            cells = []
+            for b in batches:
+                t = by_batch.get(b, {}).get(part)
+                if t is None:
+                    cells.append("- | - | -")
+                    continue
+                gen, peer = t["generated"], t["torch.compile"]
+                cells.append(f"{gen:.4f} | {peer:.4f} | {peer / gen:.2f}x")
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    import torch
+    import triton
+
+    from mirai.export.launch import build_interfaces
+    from suite import SUITE
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--builds", type=Path, required=True, help="DIR/<function>/dynamic")
+    parser.add_argument("--batches", default="1024,65536")
+    parser.add_argument("--functions", default="", help="suite entries (default: all)")
+    args = parser.parse_args(argv)
+    torch.set_float32_matmul_precision("high")
+    batches = [int(b) for b in args.batches.split(",")]
+    names = [n for n in args.functions.split(",") if n] or list(SUITE)
+    missing = [n for n in names if not (args.builds / n / "dynamic" / "manifest.json").exists()]
+    if missing:
+        parser.error(f"no dynamic build under {args.builds} for {', '.join(missing)}")
+    build_interfaces([args.builds / n / "dynamic" for n in names])
+    results = {}
+    for name in names:
+        results[name] = {}
+        for batch in batches:
+            results[name][batch] = measure(name, args.builds / name / "dynamic", batch)
+            print(name, batch, results[name][batch], flush=True)
+    manifest = (args.builds / names[0] / "dynamic" / "manifest.json").read_text()
+    import json
+
+    origin = json.loads(manifest).get("origin", "")
+    header = (
+        f"# examples/suite.py benchmark\n\n{date.today().isoformat()}: "
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}. "
+        f"Milliseconds per call (triton do_bench); ratio = torch.compile / generated (above 1: "
+        f"the generated op is faster). Generated: one dynamic build per function ({origin}), run "
+        "through its C interface (the launch code the TensorFlow ops wrap; TensorFlow cannot be "
+        "installed on the GPU machine). Peer: torch.compile(mode='max-autotune-no-cudagraphs', "
+        "dynamic=False) compiled for each batch. `python bench/bench_suite.py --builds DIR "
+        f"--batches {args.batches}`."
+    )
+    text = render(results, batches, header)
+    print(text)
+    RESULTS.write_text(text)
+    if os.environ.get("OUT"):
+        (Path(os.environ["OUT"]) / "RESULTS-suite.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
