@@ -12,6 +12,7 @@ import pickle
 
 import sympy
 
+from mirai.export.capture.configs import gpuless_config
 from mirai.export.capture.inductor import DEFAULT_GEMM, GraphRecord, compile_graphs
 from mirai.export.capture.trace import Trace
 from mirai.export.capture.wrapper import interpret
@@ -168,14 +169,12 @@ def capture_graphs(
         device = None
         origin = f"gpuless:{target.name}"
 
-    def choose_config(kernel_name, tuner, gpu_globals):
+    def choose_config(kernel_name, source, tuner, gpu_globals):
         real = gpu_globals.get(kernel_name)
         launchers = getattr(real, "launchers", None) or []
         if len(launchers) == 1:
             return launchers[0].config, f"autotuned on {device}"
-        if len(tuner.configs) == 1:
-            return tuner.configs[0], "the kernel's only configuration"
-        return tuner.configs[0], "Inductor's first heuristic configuration (no GPU to tune on)"
+        return gpuless_config(kernel_name, source, tuner)
 
     graphs, kernels = {}, {}
     for record in forward + backward:

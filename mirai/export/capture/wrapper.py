@@ -228,7 +228,7 @@ class _KernelHandle:
         self.recorder = recorder
         self.name = name
         self.autotuner = load_kernel(name, source)
-        cfg, origin = recorder.choose_config(name, self.autotuner, recorder.gpu_globals)
+        cfg, origin = recorder.choose_config(name, source, self.autotuner, recorder.gpu_globals)
         self.config = cfg
         recorder.kernels[name] = KernelSource(
             name=name, source=source, config=config_dict(cfg), config_origin=origin

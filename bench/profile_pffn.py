@@ -1,0 +1,67 @@
+"""Per-kernel GPU times of the exported pffn beside torch.compile's, in one process (torch.profiler).
+
+    python bench/profile_pffn.py DIR [--batch 8000] [--calls 10]
+
+DIR is a static build of examples/pffn.py at --batch (as `tests/gpu/check_pffn.py --prepare` makes
+them: DIR = <prepared>/B8000). It compiles the static-shape peer (torch.compile, mode
+max-autotune-no-cudagraphs, dynamic=False), warms both up, then profiles --calls forward+backward
+calls of each and prints torch.profiler's table of CUDA kernels, by total time. The generated ops run
+through their C interface; CUPTI sees their kernels and cuBLASLt's like any other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+
+
+def main(argv=None) -> int:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import pffn as example
+    from mirai.export.launch import GeneratedFunction
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", type=Path, help="a static pffn build at --batch")
+    parser.add_argument("--batch", type=int, default=8000)
+    parser.add_argument("--calls", type=int, default=10)
+    args = parser.parse_args(argv)
+    torch.set_float32_matmul_precision("high")
+    generated = GeneratedFunction(args.directory)
+    inputs = [t.requires_grad_(True) for t in example.sample_inputs(args.batch, device="cuda")]
+    plain = [t.detach() for t in inputs]
+    grad = torch.randn(args.batch, example.E, example.D, device="cuda")
+    compiled = torch.compile(example.pffn.fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+
+    def peer():
+        torch.autograd.grad(compiled(*inputs), inputs, grad)
+
+    def ours():
+        generated.forward_backward(plain, [grad])
+
+    for fn in (peer, ours):
+        for _ in range(5):
+            fn()
+    torch.cuda.synchronize()
+    for name, fn in (("torch.compile", peer), ("generated", ours)):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(args.calls):
+                fn()
+            torch.cuda.synchronize()
+        print(f"## {name}, B={args.batch}: {args.calls} forward+backward calls\n")
+        print(
+            prof.key_averages().table(
+                sort_by="cuda_time_total", row_limit=25, max_name_column_width=90
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
