@@ -50,3 +50,23 @@ def test_an_inner_reduction_gets_long_row_blocks():
         assert kernel.config_origin == "Inductor's heuristic configuration (no GPU to tune on)"
         config = blocks(kernel.config)
         assert config["R0_BLOCK"] > config["XBLOCK"], (name, config)
+
+
+@mirai.op(name="ShortRows")
+def short_rows(x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def test_a_reduction_over_short_rows_takes_several_rows_per_program():
+    # rows of 48: Inductor offers 1, 8 or 32 rows per program; at 4096 rows on an sm_90 target
+    # (132 SMs) 32 rows per program still make 128 programs, at least half a program per SM
+    cap = capture(short_rows, [torch.randn(4096, 48)])
+    kernels = {k: v for graph in cap.kernels.values() for k, v in graph.items()}
+    persistent = {k: v for k, v in kernels.items() if k.startswith("triton_per_")}
+    assert persistent, sorted(kernels)
+    for name, kernel in persistent.items():
+        if kernel.config_origin.startswith("Inductor's heuristic candidates"):
+            assert kernel.config["kwargs"]["XBLOCK"] == 32, (name, kernel.config)
+            break
+    else:
+        raise AssertionError({k: v.config_origin for k, v in persistent.items()})

@@ -8,7 +8,11 @@ reduced along contiguous memory only. With max-autotune off, Inductor's heuristi
 reduction's layout hint (inner, outer, outer-tiny) to keep the one configuration made for it: an
 outer reduction (a bias gradient summed over the batch, say) gets blocks that read along the
 contiguous dimension. So the GPU-less pick reloads the kernel's module with max-autotune off in its
-metadata and takes the first configuration that list gives.
+metadata and takes the configuration that list gives. Where the list still has several (Inductor
+would time them), they are, for a persistent reduction over short rows, the same blocks with 1, 8,
+32 or 128 rows per program: one row per program (the first) launches a tiny program per row, so the
+pick is the most rows per program that still gives every SM of the target at least half a program
+at the sample's size. Any other list: its first entry.
 
     >>> _without_max_autotune("inductor_meta={'max_autotune': True, 'num_load': 2}")
     "inductor_meta={'max_autotune': False, 'num_load': 2}"
@@ -27,8 +31,9 @@ def _without_max_autotune(source: str) -> str:
     return _MAX_AUTOTUNE.sub(r"\1False", source)
 
 
-def gpuless_config(name: str, source: str, tuner):
-    """(config, origin) for kernel `name` of module `source`, whose autotuner is `tuner`."""
+def gpuless_config(name: str, source: str, tuner, sms: int):
+    """(config, origin) for kernel `name` of module `source`, whose autotuner is `tuner`, on a
+    device of `sms` streaming multiprocessors."""
     if len(tuner.configs) == 1:
         return tuner.configs[0], "the kernel's only configuration"
     plain = _without_max_autotune(source)
@@ -37,6 +42,36 @@ def gpuless_config(name: str, source: str, tuner):
             configs = load_kernel(name, plain).configs
         except Exception:  # noqa: BLE001 - an Inductor whose heuristics differ: use the search list
             configs = []
-        if configs:
+        if len(configs) == 1:
             return configs[0], "Inductor's heuristic configuration (no GPU to tune on)"
+        if configs:
+            return _by_rows(configs, _rows_hint(tuner), sms), (
+                "Inductor's heuristic candidates, rows per program for the sample size "
+                "(no GPU to tune on)"
+            )
     return tuner.configs[0], "Inductor's first heuristic configuration (no GPU to tune on)"
+
+
+def _rows_hint(tuner) -> int | None:
+    """The sample's row count (x numel) as Inductor hints it to the kernel's heuristics."""
+    hints = getattr(tuner, "size_hints", None)
+    rows = hints.get("x") if isinstance(hints, dict) else None
+    return int(rows) if rows else None
+
+
+def _by_rows(configs, rows: int | None, sms: int):
+    """Of candidates that differ only in XBLOCK (rows per program), as Inductor offers a persistent
+    reduction over short rows, the largest that still gives every SM at least half a program at the
+    sample's row count; Inductor would time them, and its first (one row per program) leaves a
+    reduction over rows of a few dozen elements launching one tiny program per row. Anything else:
+    the first candidate, as Inductor lists them."""
+    shapes = {tuple(sorted((k, v) for k, v in c.kwargs.items() if k != "XBLOCK")) for c in configs}
+    if (
+        rows is None
+        or not sms
+        or len(shapes) != 1
+        or any("XBLOCK" not in c.kwargs for c in configs)
+    ):
+        return configs[0]
+    fitting = [c for c in configs if 2 * -(-rows // c.kwargs["XBLOCK"]) >= sms]
+    return max(fitting, key=lambda c: c.kwargs["XBLOCK"]) if fitting else configs[0]

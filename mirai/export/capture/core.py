@@ -174,7 +174,7 @@ def capture_graphs(
         launchers = getattr(real, "launchers", None) or []
         if len(launchers) == 1:
             return launchers[0].config, f"autotuned on {device}"
-        return gpuless_config(kernel_name, source, tuner)
+        return gpuless_config(kernel_name, source, tuner, target.multi_processor_count)
 
     graphs, kernels = {}, {}
     for record in forward + backward:
