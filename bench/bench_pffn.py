@@ -22,7 +22,6 @@ left below the new ones.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from datetime import date
@@ -33,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-pffn.md"
-HISTORY = "## Earlier results"
+
+from results import record  # noqa: E402  (bench/results.py)
 
 
 def timed(fn) -> float:
@@ -204,14 +204,7 @@ def main(argv=None) -> int:
     )
     text += autotune_table(args, batches)
     print(text)
-    old = RESULTS.read_text() if RESULTS.exists() else ""
-    if old:  # the previous results move under HISTORY, newest first
-        top, _, history = old.partition(HISTORY)
-        top = top.replace("# pffn benchmark", "", 1).strip()
-        text = f"{text}\n{HISTORY}\n\n{top}\n\n{history.strip()}\n".rstrip() + "\n"
-    RESULTS.write_text(text)
-    if os.environ.get("OUT"):
-        (Path(os.environ["OUT"]) / "RESULTS-pffn.md").write_text(text)
+    record(RESULTS, text, "# pffn benchmark")
     return 0
 
 

@@ -15,13 +15,12 @@ forward and the forward+backward of:
 
 The suite's functions are small (16 to 128 features), so at the smaller batch host time dominates
 every column. Prints a Markdown table of milliseconds and ratios (torch.compile / generated: above 1,
-the generated op is faster) and writes it to bench/RESULTS-suite.md (and $OUT when set).
+the generated op is faster) and records it in bench/RESULTS-suite.md above the earlier results (and in $OUT when set).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import date
 from pathlib import Path
@@ -31,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-suite.md"
+
+from results import record  # noqa: E402  (bench/results.py)
 
 
 def timed(fn) -> float:
@@ -150,9 +151,7 @@ def main(argv=None) -> int:
     )
     text = render(results, batches, header)
     print(text)
-    RESULTS.write_text(text)
-    if os.environ.get("OUT"):
-        (Path(os.environ["OUT"]) / "RESULTS-suite.md").write_text(text)
+    record(RESULTS, text, "# examples/suite.py benchmark")
     return 0
 
 

@@ -1,0 +1,30 @@
+"""bench/results.py: a bench's new results go on top and every earlier one, notes included, stays."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from results import HISTORY, record  # noqa: E402
+
+
+def test_new_results_go_on_top_and_the_earlier_ones_stay(tmp_path, monkeypatch):
+    monkeypatch.delenv("OUT", raising=False)
+    path = tmp_path / "RESULTS-x.md"
+    record(path, "# x benchmark\n\nfirst table\n", "# x benchmark")
+    assert path.read_text() == "# x benchmark\n\nfirst table\n"
+    path.write_text(path.read_text() + "\nReading: notes on the first table.\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setenv("OUT", str(out))
+    text = record(path, "# x benchmark\n\nsecond table\n", "# x benchmark")
+    new, _, earlier = text.partition(HISTORY)
+    assert "second table" in new and "first table" not in new
+    assert "first table" in earlier and "notes on the first table" in earlier
+    assert text.count("# x benchmark") == 1
+    assert (out / "RESULTS-x.md").read_text() == text == path.read_text()
+    third = record(path, "# x benchmark\n\nthird table\n", "# x benchmark")
+    earlier = third.partition(HISTORY)[2]
+    assert earlier.index("second table") < earlier.index("first table")
