@@ -787,6 +787,13 @@ def _plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residu
             r = residuals[source.index]
             name, dtype, shape = f"residual_{r.index}", r.dtype, (r.numel,)
         else:
+            if source.index >= len(capture.outputs):
+                raise UnsupportedError(
+                    f"{b.op_name}: the backward takes a gradient for output {source.index} of a "
+                    f"function with {len(capture.outputs)}; AOTAutograd adds outputs for "
+                    "arguments the function changes in place, which a TensorFlow op cannot do: "
+                    "compute new tensors instead"
+                )
             spec = capture.outputs[source.index]
             name, dtype, shape = f"grad_{spec.name}", spec.dtype, spec.sizes
         sources[source] = b.add_input(name, dtype, shape, source.kind, source)

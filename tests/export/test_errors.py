@@ -193,6 +193,20 @@ def test_a_function_that_changes_an_argument_in_place_is_refused(tmp_path):
     assert not (tmp_path / "manifest.json").exists()
 
 
+def test_a_module_through_functional_call_is_not_taken_for_a_change_in_place(tmp_path):
+    # tracing torch.func.functional_call bumps the version counters of the tensors it swaps into
+    # the module, with no write in the graph (the explorer exports models this way)
+    linear = torch.nn.Linear(8, 4)
+
+    @mirai.op(name="Lin")
+    def lin(x, w, b):
+        return torch.func.functional_call(linear, {"weight": w, "bias": b}, (x,))
+
+    samples = [torch.randn(2, 8), linear.weight.detach(), linear.bias.detach()]
+    mirai.build(lin, samples, output_dir=tmp_path, progress=False)
+    assert (tmp_path / "manifest.json").exists()
+
+
 def test_the_plan_refuses_a_step_that_writes_an_input():
     # The backward graph may not reuse a saved tensor's memory (capture turns AOTAutograd's buffer
     # donation off); should a kernel still write into an op input, the plan refuses it rather than

@@ -132,7 +132,7 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
     finally:
         torch._dynamo.reset()
     gm = captured["gm"]
-    _refuse_input_mutation(op, gm, captured["params"])
+    _refuse_input_mutation(op, gm, captured["params"], samples)
 
     placeholders, names = [], {}
     for node in gm.graph.nodes:
@@ -219,19 +219,44 @@ def trace(op: Op, samples, dynamic=False) -> Trace:
     )
 
 
-def _refuse_input_mutation(op: Op, gm, params: dict) -> None:
+def _refuse_input_mutation(op: Op, gm, params: dict, samples) -> None:
     """A TensorFlow op cannot change its inputs: refuse a function that writes into an argument.
 
-    Dynamo's fake example values count in-place writes (through views too) in their version
-    counter, so a traced argument with a nonzero version was modified."""
+    The traced graph runs once on fake copies of the samples (no data, no device): a write into a
+    tensor, through any view of it, bumps its version counter. (The versions of Dynamo's own example
+    values are no guide: tracing torch.func.functional_call bumps those of the tensors it swaps in,
+    with no write in the graph.)"""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    args, tensors = [], {}
     for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
         value = node.meta.get("example_value")
-        if node.op == "placeholder" and node.name in params and getattr(value, "_version", 0):
-            name = op.param_names[params[node.name]]
+        if isinstance(value, torch.SymInt):
+            args.append(int(value.node.hint))
+        else:
+            sample = samples[params[node.name]]
+            blank = torch.empty_strided(
+                sample.shape, sample.stride(), dtype=sample.dtype, device=sample.device
+            )
+            fake = mode.from_tensor(blank)
+            tensors[params[node.name]] = fake
+            args.append(fake)
+    before = {k: t._version for k, t in tensors.items()}
+    try:
+        with mode:
+            gm(*args)
+    except Exception:  # noqa: BLE001 - a graph fake tensors cannot run: the plan checks writes too
+        return
+    for k, t in tensors.items():
+        if t._version != before[k]:
             raise UnsupportedError(
-                f"{op.name} changes its argument {name!r} in place; a TensorFlow op cannot "
-                "modify its inputs: compute a new tensor (e.g. x = x + 1 instead of x.add_(1)) "
-                "and return it"
+                f"{op.name} changes its argument {op.param_names[k]!r} in place; a TensorFlow op "
+                "cannot modify its inputs: compute a new tensor (e.g. x = x + 1 instead of "
+                "x.add_(1)) and return it"
             )
 
 
