@@ -31,13 +31,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-suite.md"
 
-from results import record  # noqa: E402  (bench/results.py)
-
-
-def timed(fn) -> float:
-    from triton.testing import do_bench
-
-    return do_bench(fn, warmup=25, rep=100)
+from results import record, timed  # noqa: E402  (bench/results.py)
 
 
 def measure(name: str, folder: Path, batch: int) -> dict:

@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=8000)
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args(argv)
+    if not (args.directory / "manifest.json").exists():
+        parser.error(f"{args.directory} holds no mirai build (no manifest.json)")
     torch.set_float32_matmul_precision("high")
     generated = GeneratedFunction(args.directory)
     inputs = [t.requires_grad_(True) for t in example.sample_inputs(args.batch, device="cuda")]

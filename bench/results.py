@@ -1,4 +1,5 @@
-"""Recording a bench's Markdown results: the new text on top, earlier results kept below it.
+"""What the benches share: timing a call (`timed`), and recording Markdown results, the new text on
+top and the earlier results kept below it (`record`).
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
 
@@ -13,6 +14,13 @@ import os
 from pathlib import Path
 
 HISTORY = "## Earlier results"
+
+
+def timed(fn) -> float:
+    """Milliseconds per call of `fn` on the GPU (triton.testing.do_bench: CUDA events, median)."""
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=100)
 
 
 def record(path: Path, text: str, title: str) -> str:

@@ -224,8 +224,11 @@ class GeneratedOp:
 
         if not self.host:
             torch.cuda.synchronize(inputs[0].device)  # the op may run on a stream of its own
+
+        def raw(t):
+            return t.reshape(-1).view(torch.uint8)
+
         for spec, old, new in zip(self.spec["inputs"], before, inputs):
-            raw = lambda t: t.reshape(-1).view(torch.uint8)  # noqa: E731
             if not torch.equal(raw(old), raw(new)):
                 changed = int((raw(old) != raw(new)).sum())
                 raise MiraiError(
