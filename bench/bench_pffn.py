@@ -75,9 +75,11 @@ def autotune_table(args, batches) -> str:
         manifest = json.loads((folder / "manifest.json").read_text())
         for op, spec in manifest["ops"].items():
             for t in spec.get("gemm_autotune", []):
+                if t.get("source") != "measured":
+                    continue
                 ms = t["ms"]
                 lines.append(
-                    f"| {batch} | {op} | {t['name']} {' x '.join(str(s) for s in t['sizes'])} | "
+                    f"| {batch} | {op} | {t['name']} {t['key']} | "
                     f"{ms.get('cublas', float('nan')):.4f} | {ms.get('triton', float('nan')):.4f} | "
                     f"{t['chosen']} |"
                 )

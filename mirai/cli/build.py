@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mirai.cli.usermodule import load_user_module
 from mirai.errors import MiraiError
+from mirai.export.frameworks import FRAMEWORKS
 from mirai.export.capture.inductor import DEFAULT_GEMM, GEMM_POLICIES
 from mirai.gpu import precision
 
@@ -49,7 +50,23 @@ def register(sub) -> None:
     )
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(
+        "--framework",
+        dest="frameworks",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a front end to generate, repeatable or a comma list: "
+        + "; ".join(f"{f.name}: {f.help}" for f in FRAMEWORKS.values())
+        + " (default: tf)",
+    )
+    p.add_argument(
         "--gpuless", action="store_true", help="capture GPU-less even if a GPU is present"
+    )
+    p.add_argument(
+        "--tuning",
+        default=None,
+        metavar="FILE",
+        help="a tuning table written by mirai tune on a GPU: build GPU-less with its choices",
     )
     p.add_argument("--ptxas", default=None, help="path of the ptxas to use (default: Triton's)")
     p.add_argument("--ptx-version", type=int, default=None, help="PTX ISA version, e.g. 80")
@@ -72,7 +89,7 @@ def run(args) -> int:
     samples = spec.get("sample_inputs")
     if callable(samples):
         samples = samples()
-    keys = ("target", "precision", "dynamic", "gemm")
+    keys = ("target", "precision", "dynamic", "gemm", "frameworks")
     options = {k: spec[k] for k in keys if k in spec}
     for key in keys:
         if getattr(args, key) is not None:
@@ -84,6 +101,7 @@ def run(args) -> int:
         gpu=False if args.gpuless else None,
         ptxas=args.ptxas,
         ptx_version=args.ptx_version,
+        tuning=args.tuning,
         progress=not args.quiet,
         **options,
     )

@@ -25,7 +25,7 @@ class BuildResult:
 
     @property
     def ops(self) -> list[str]:
-        return sorted(p.stem for p in self.files if p.suffix == ".cc" and "_" not in p.stem)
+        return sorted(p.name[: -len("_launch.h")] for p in self.files if p.name.endswith("_launch.h"))
 
 
 def _source(fn) -> dict | None:
@@ -60,7 +60,9 @@ def build(
     ptxas: str | None = None,
     ptx_version: int | None = None,
     gemm: str = DEFAULT_GEMM,
+    tuning=None,
     progress: bool = True,
+    frameworks=("tf",),
 ) -> BuildResult:
     """Export a @mirai.op function as TensorFlow custom ops backed by Triton kernels.
 
@@ -73,7 +75,12 @@ def build(
     `ptx_version` the PTX ISA version to emit (e.g. 80 for drivers older than CUDA 12.8's). `gpu=None` captures on a GPU when torch sees one, else GPU-less.
     `gemm` says how matmuls run: "auto" (on a GPU, each GEMM timed as cuBLAS and as Triton templates,
     the faster kept; GPU-less, cuBLAS), "cublas" or "triton" (mirai.export.capture.inductor.GEMM_POLICIES);
-    cuBLAS GEMMs run through cuBLASLt, opened at run time.
+    cuBLAS GEMMs run through cuBLASLt, opened at run time. `tuning` is a tuning table (a path, or a
+    mirai.export.tuning.TuningTable) written by `mirai tune` on a GPU: a GPU-less build then takes
+    the GEMM kinds and kernel configurations measured there wherever the table has them.
+    `frameworks` names the front ends over the same launch code: "tf" (default: TensorFlow ops,
+    build.sh, <name>_api.py) and "jax" (XLA FFI handlers, build_jax.sh, <name>_jax.py), e.g.
+    ("tf", "jax") or "tf,jax" (mirai.export.frameworks).
 
     >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])  # doctest: +SKIP
     >>> result.ops  # doctest: +SKIP
@@ -82,8 +89,10 @@ def build(
     from mirai.export.capture import capture, use_gpu
     from mirai.export.compile import CompileOptions, compile_all
     from mirai.export.decorator import Op
+    from mirai.export.frameworks import FRAMEWORKS, parse
     from mirai.export.progress import BuildProgress
     from mirai.export.render import render
+    from mirai.export.tuning import TuningTable
     from mirai.gpu.targets import capture_target, parse_targets
 
     if not isinstance(fn, Op):
@@ -91,7 +100,11 @@ def build(
             f"mirai.build needs a function decorated with @mirai.op(name=...); got {fn!r}"
         )
     targets = parse_targets(target)
+    frameworks = parse(frameworks)
     tgt = capture_target(targets)
+    if tuning is not None:
+        tuning = tuning if isinstance(tuning, TuningTable) else TuningTable.load(tuning)
+        gpu = False if gpu is None else gpu  # a table stands in for the GPU's measurements
     out = Path(output_dir)
     _check_output_dir(out)
     timings = {}
@@ -109,8 +122,11 @@ def build(
                 precision=precision,
                 gpu=gpu,
                 gemm=gemm,
+                tuning=tuning,
             )
         timings["capture"] = time.perf_counter() - t
+        if tuning is not None:
+            show.note(tuning_coverage(cap, tuning))
         counts = [
             f"{len(g.launches)} {g.name} kernel launches and {len(g.gemms)} GEMMs"
             for g in (cap.forward, cap.backward)
@@ -128,10 +144,26 @@ def build(
         t = time.perf_counter()
         with show.stage("render"):
             files = render(
-                cap, compiled, out, targets=[t.name for t in targets], defined_in=_source(fn)
+                cap,
+                compiled,
+                out,
+                targets=[t.name for t in targets],
+                defined_in=_source(fn),
+                frameworks=frameworks,
             )
         timings["render"] = time.perf_counter() - t
-        show.note(
-            f"wrote {len(files)} files to {out}/ (build the ops with: cd {out} && bash build.sh)"
-        )
+        builds = " && ".join(FRAMEWORKS[f].build for f in frameworks)
+        show.note(f"wrote {len(files)} files to {out}/ (build the ops with: cd {out} && {builds})")
     return BuildResult(output_dir=out, files=files, capture=cap, compiled=compiled, timings=timings)
+
+
+def tuning_coverage(cap, tuning) -> str:
+    """How much of a GPU-less build the tuning table decided: kernels and GEMMs."""
+    kernels = [k for found in cap.kernels.values() for k in found.values()]
+    tuned = sum(k.config_origin == tuning.origin for k in kernels)
+    choices = [c for found in cap.gemm_timings.values() for c in found]
+    from_table = sum(c.get("source") == tuning.origin for c in choices)
+    return (
+        f"the {tuning.origin} set {tuned} of {len(kernels)} kernel configurations and "
+        f"{from_table} of {len(choices)} GEMM choices; heuristics the rest"
+    )

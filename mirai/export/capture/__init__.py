@@ -43,8 +43,10 @@ def capture(
     gpu: bool | None = None,
     timeout: float = 1800,
     gemm: str = DEFAULT_GEMM,
+    tuning=None,
 ) -> Capture:
-    """Capture `op` for `target`; `gemm` names the GEMM policy (GEMM_POLICIES).
+    """Capture `op` for `target`; `gemm` names the GEMM policy (GEMM_POLICIES). `tuning`, a
+    mirai.export.tuning.TuningTable, gives a GPU-less capture the choices measured on a GPU.
 
     >>> cap = capture(pffn, samples, target="sm_90")  # doctest: +SKIP
     >>> [launch.kernel for launch in cap.forward.launches]  # doctest: +SKIP
@@ -61,13 +63,21 @@ def capture(
         )
     precision = get_precision(precision).name
     gemm = gemm_policy(gemm).name
+    on_gpu = use_gpu(gpu)
+    if tuning is not None:
+        if on_gpu:
+            raise MiraiError(
+                "a tuning table is for GPU-less builds; on a GPU the build measures for itself "
+                "(pass gpu=False, or --gpuless, to build from the table)"
+            )
+        tuning.check(tgt.name, precision)
     traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
-    if use_gpu(gpu):
+    if on_gpu:
         from mirai.export.capture.core import capture_graphs
 
         result = capture_graphs(traced, tgt, precision, gpu=True, name=op.name, gemm=gemm)
     else:
-        result = _capture_in_worker(traced, tgt, precision, op.name, timeout, gemm)
+        result = _capture_in_worker(traced, tgt, precision, op.name, timeout, gemm, tuning)
     return _with_versions(result, found)
 
 
@@ -78,7 +88,7 @@ def _with_versions(result: Capture, found: dict) -> Capture:
 
 
 def _capture_in_worker(
-    traced, target: Target, precision: str, name: str, timeout: float, gemm: str
+    traced, target: Target, precision: str, name: str, timeout: float, gemm: str, tuning
 ) -> Capture:
     with tempfile.TemporaryDirectory(prefix="mirai-capture-") as tmp:
         request = os.path.join(tmp, "request.pkl")
@@ -91,6 +101,7 @@ def _capture_in_worker(
                     "precision": precision,
                     "name": name,
                     "gemm": gemm,
+                    "tuning": tuning,
                 },
                 f,
             )

@@ -75,3 +75,21 @@ def _by_rows(configs, rows: int | None, sms: int):
         return configs[0]
     fitting = [c for c in configs if 2 * -(-rows // c.kwargs["XBLOCK"]) >= sms]
     return max(fitting, key=lambda c: c.kwargs["XBLOCK"]) if fitting else configs[0]
+
+
+def tuned_config(table, graph: str, name: str, tuner):
+    """(config, origin) from a tuning table (mirai.export.tuning) for kernel `name` of `graph`, or
+    None where the table has no entry for its key, or one whose block names are not this kernel's
+    (another torch may have generated it as a different kind of reduction)."""
+    if len(tuner.configs) == 1:
+        return None  # nothing to choose: the kernel's own configuration
+    hints = getattr(tuner, "size_hints", None)
+    entry = table.kernel_entry(graph, name, hints) if isinstance(hints, dict) else None
+    if entry is None or set(entry["kwargs"]) != set(tuner.configs[0].kwargs):
+        return None
+    from triton import Config
+
+    config = Config(
+        dict(entry["kwargs"]), num_warps=entry["num_warps"], num_stages=entry["num_stages"]
+    )
+    return config, table.origin

@@ -12,7 +12,7 @@ import pickle
 
 import sympy
 
-from mirai.export.capture.configs import gpuless_config
+from mirai.export.capture.configs import gpuless_config, tuned_config
 from mirai.export.capture.inductor import DEFAULT_GEMM, GraphRecord, compile_graphs
 from mirai.export.capture.trace import Trace
 from mirai.export.capture.wrapper import interpret
@@ -137,9 +137,16 @@ def _graph_inputs(record: GraphRecord, example_values, symbols: _Symbols) -> lis
 
 
 def capture_graphs(
-    trace: Trace, target: Target, precision: str, gpu: bool, name: str, gemm: str = DEFAULT_GEMM
+    trace: Trace,
+    target: Target,
+    precision: str,
+    gpu: bool,
+    name: str,
+    gemm: str = DEFAULT_GEMM,
+    tuning=None,
 ) -> Capture:
-    """Compile the trace's graph for `target` and return the whole Capture as data."""
+    """Compile the trace's graph for `target` and return the whole Capture as data. A GPU-less
+    capture takes the choices of `tuning` (a mirai.export.tuning.TuningTable) where it has them."""
     import torch
 
     gm = pickle.loads(trace.graph_module)
@@ -153,6 +160,7 @@ def capture_graphs(
         num_user_outputs=len(trace.outputs),
         num_sms=target.multi_processor_count,
         gemm=gemm,
+        tuning=None if gpu else tuning,
     )
     forward = [r for r in records if r.kind == "forward"]
     backward = [r for r in records if r.kind == "backward"]
@@ -168,13 +176,22 @@ def capture_graphs(
     else:
         device = None
         origin = f"gpuless:{target.name}"
+        if tuning is not None:
+            origin += f" with a {tuning.origin}"
 
-    def choose_config(kernel_name, source, tuner, gpu_globals):
-        real = gpu_globals.get(kernel_name)
-        launchers = getattr(real, "launchers", None) or []
-        if len(launchers) == 1:
-            return launchers[0].config, f"autotuned on {device}"
-        return gpuless_config(kernel_name, source, tuner, target.multi_processor_count)
+    def chooser(graph: str):
+        def choose_config(kernel_name, source, tuner, gpu_globals):
+            real = gpu_globals.get(kernel_name)
+            launchers = getattr(real, "launchers", None) or []
+            if len(launchers) == 1:
+                return launchers[0].config, f"autotuned on {device}"
+            if tuning is not None and not gpu:
+                tuned = tuned_config(tuning, graph, kernel_name, tuner)
+                if tuned is not None:
+                    return tuned
+            return gpuless_config(kernel_name, source, tuner, target.multi_processor_count)
+
+        return choose_config
 
     graphs, kernels = {}, {}
     for record in forward + backward:
@@ -184,7 +201,7 @@ def capture_graphs(
             record.source,
             _graph_inputs(record, example, symbols),
             record.output_names,
-            choose_config,
+            chooser(record.kind),
             record.module_globals,
         )
         graphs[record.kind] = graph

@@ -27,7 +27,8 @@ class GraphRecord:
     output_names: list[str]
     example_inputs: list = field(default_factory=list, repr=False)
     module_globals: dict = field(default_factory=dict, repr=False)
-    gemm_timings: list = field(default_factory=list)  # what autotuning measured (GPU builds)
+    # each GEMM's choice and why: measured (GPU builds), a tuning table or the GPU-less default
+    gemm_timings: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -108,18 +109,73 @@ def _matmul_precision(precision: str):
 
 
 @contextlib.contextmanager
-def _gemm_choice(num_sms: int):
-    """Without a GPU nothing can be benchmarked: take cuBLAS where the policy offers it, else pick one
-    GEMM template config by a roofline heuristic."""
+def _gemm_choice(num_sms: int, tuning, sink: list):
+    """Without a GPU nothing can be benchmarked: take what the tuning table (if any) says for the
+    GEMM, else cuBLAS where the policy offers it, else one template config by a roofline heuristic.
+    Each choice, and where it came from, goes to `sink`."""
     from torch._inductor.select_algorithm import get_algorithm_selector_cache
 
     cache = get_algorithm_selector_cache()
-    chooser = lambda choices: choose_gemm_gpuless(choices, num_sms)  # noqa: E731
+
+    def chooser(choices):
+        if not choices:
+            return choices
+        key = _gemm_key(choices[0].input_nodes, choices[0].layout)
+        kept, source = None, "GPU-less default"
+        entry = tuning.gemm_entry(key) if tuning is not None else None
+        if entry is not None:
+            kept = choose_gemm_tuned(choices, entry)
+            source = tuning.origin if kept else "GPU-less default (the table's choice not offered)"
+        if not kept:
+            kept = choose_gemm_gpuless(choices, num_sms)
+        sink.append(_choice_record(key, kept[0], source))
+        return kept
+
     cache.add_preprocessing_fn(chooser)
     try:
         yield
     finally:
         cache.preprocessing_fns.remove(chooser)
+
+
+def _gemm_key(input_nodes, layout) -> str:
+    """mirai.export.tuning.gemm_key of a GEMM as Inductor lowers it (sizes at their hints)."""
+    from torch._inductor.virtualized import V
+
+    from mirai.export.tuning import gemm_key
+
+    return gemm_key(
+        layout.dtype,
+        [[_hint(V, s) for s in node.get_size()] for node in input_nodes],
+        [_hint(V, s) for s in layout.size],
+    )
+
+
+def _choice_kind(choice) -> str:
+    from torch._inductor.select_algorithm import ExternKernelCaller
+
+    return "cublas" if isinstance(choice, ExternKernelCaller) else "triton"
+
+
+def _choice_record(key: str, choice, source: str, ms: dict | None = None) -> dict:
+    kind = _choice_kind(choice)
+    record = {"key": key, "chosen": kind, "source": source}
+    if kind == "triton":
+        record["config"] = _choice_config(choice) or {}
+        record["template"] = getattr(choice, "description", "") or str(choice)
+    if ms is not None:
+        record["ms"] = ms
+    return record
+
+
+def choose_gemm_tuned(choices: list, entry) -> list:
+    """The choice a tuning table's entry names, if this compile offers it: the extern (cuBLAS)
+    one, or the template with exactly the entry's blocks; else nothing."""
+    if entry.kind == "cublas":
+        return [c for c in choices if _choice_kind(c) == "cublas"][:1]
+    return [
+        c for c in choices if _choice_kind(c) == "triton" and _choice_config(c) == entry.config
+    ][:1]
 
 
 _CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
@@ -198,26 +254,26 @@ def _gemm_timings(sink: list):
     from torch._inductor import select_algorithm
 
     def save(timings, name, input_nodes, *rest):
-        from torch._inductor.select_algorithm import ExternKernelCaller
-
         best = {}
         for choice, ms in timings.items():
-            kind = "cublas" if isinstance(choice, ExternKernelCaller) else "triton"
+            kind = _choice_kind(choice)
             if ms == float("inf"):
                 continue
             if kind not in best or ms < best[kind][0]:
-                best[kind] = (float(ms), getattr(choice, "description", "") or str(choice))
+                best[kind] = (float(ms), choice)
         if not best:
             return
-        sink.append(
-            {
-                "name": name,
-                "sizes": [[str(s) for s in node.get_size()] for node in input_nodes],
-                "ms": {kind: round(ms, 5) for kind, (ms, _) in sorted(best.items())},
-                "best_triton": best.get("triton", (0, ""))[1],
-                "chosen": min(best, key=lambda kind: best[kind][0]),
-            }
+        chosen = min(best, key=lambda kind: best[kind][0])
+        # the best template's blocks even where cuBLAS won: what a table could switch to
+        shown = best.get("triton", best[chosen])[1]
+        record = _choice_record(
+            _gemm_key(input_nodes, shown.layout),
+            shown,
+            "measured",
+            {kind: round(ms, 5) for kind, (ms, _) in sorted(best.items())},
         )
+        record.update(name=name, chosen=chosen)
+        sink.append(record)
 
     if not hasattr(select_algorithm, "add_feedback_saver"):  # a torch without the hook
         yield
@@ -269,8 +325,10 @@ def compile_graphs(
     num_user_outputs: int,
     num_sms: int = 132,
     gemm: str = DEFAULT_GEMM,
+    tuning=None,
 ):
-    """Compile `gm` for CUDA with Inductor; return the GraphRecords of the forward and backward graphs."""
+    """Compile `gm` for CUDA with Inductor; return the GraphRecords of the forward and backward
+    graphs. `tuning` (a mirai.export.tuning.TuningTable) guides a GPU-less compile's GEMMs."""
     import torch
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
@@ -312,7 +370,7 @@ def compile_graphs(
         )
         stack.enter_context(_matmul_precision(precision))
         if not gpu:
-            stack.enter_context(_gemm_choice(num_sms))
+            stack.enter_context(_gemm_choice(num_sms, tuning, timings))
         else:
             stack.enter_context(_gemm_timings(timings))
         torch._dynamo.reset()

@@ -31,6 +31,7 @@ def main(argv: list[str]) -> int:
                 gpu=False,
                 name=request["name"],
                 gemm=request["gemm"],
+                tuning=request.get("tuning"),
             )
         }
     except Exception as err:  # reported to the parent, which raises it with this context

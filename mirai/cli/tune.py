@@ -1,0 +1,86 @@
+"""`mirai tune FILE`: measure once, on a GPU, what GPU-less builds of FILE's op should choose.
+
+Captures the op on this machine's GPU at each batch size asked for: torch.compile's max-autotune
+times every GEMM as cuBLAS and as Triton templates, and each kernel's candidate configurations. What
+won is written as a tuning table (mirai.export.tuning); `mirai build --tuning FILE`, on any
+machine, then builds GPU-less with those choices.
+
+    mirai tune examples/pffn.py --batches 64,512,2000,8000 --output pffn-tuning.json
+    mirai build examples/pffn.py --tuning pffn-tuning.json --output-dir generated
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from pathlib import Path
+
+from mirai.cli.usermodule import load_user_module
+from mirai.errors import MiraiError
+from mirai.export.capture.inductor import GEMM_POLICIES
+from mirai.gpu import precision
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="autotune an op on a GPU and write a tuning table for GPU-less builds",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="Python file defining MIRAI_BUILD")
+    p.add_argument("--output", "-o", required=True, help="the tuning table to write (JSON)")
+    p.add_argument(
+        "--batches",
+        default=None,
+        help="batch sizes to tune at, e.g. 64,512,8000; MIRAI_BUILD's sample_inputs must then be "
+        "a function of the batch (default: its samples as they are)",
+    )
+    p.add_argument("--target", default="sm_90", help="the target builds will name (default: sm_90)")
+    p.add_argument("--precision", default=None, choices=precision.names())
+    p.add_argument("--gemm", default=None, choices=tuple(GEMM_POLICIES))
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
+    p.set_defaults(func=run)
+
+
+def samples_by_batch(samples, batches: str | None, path: Path) -> dict:
+    """{label: sample inputs}: the module's samples called at each batch, or taken as they are."""
+    if batches is None:
+        return {"its samples": samples() if callable(samples) else samples}
+    try:
+        sizes = [int(b) for b in batches.split(",") if b.strip()]
+    except ValueError:
+        raise MiraiError(f"--batches takes integers separated by commas, not {batches!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise MiraiError(f"--batches needs positive batch sizes, not {batches!r}")
+    takes_batch = callable(samples) and any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        for p in inspect.signature(samples).parameters.values()
+    )
+    if not takes_batch:
+        raise MiraiError(
+            f"--batches needs {path}'s MIRAI_BUILD['sample_inputs'] to be a function of the batch "
+            "size (like examples/pffn.py's sample_inputs)"
+        )
+    return {f"batch {b}": samples(b) for b in sizes}
+
+
+def run(args) -> int:
+    from mirai.export.tuning import tune
+
+    path = Path(args.file)
+    spec = getattr(load_user_module(path), "MIRAI_BUILD", None)
+    if not isinstance(spec, dict) or "op" not in spec:
+        raise MiraiError(f"{path} defines no MIRAI_BUILD = {{'op': fn, 'sample_inputs': ...}}")
+    samples = samples_by_batch(spec.get("sample_inputs"), args.batches, path)
+    table = tune(
+        spec["op"],
+        samples,
+        target=args.target,
+        precision=args.precision or spec.get("precision"),
+        gemm=args.gemm or spec.get("gemm"),
+        progress=not args.quiet,
+    )
+    out = table.save(args.output)
+    print(f"{len(table.kernels)} kernel configurations and {len(table.gemms)} GEMMs in {out}")
+    return 0

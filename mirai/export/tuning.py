@@ -1,0 +1,305 @@
+"""Tuning tables: what autotuning on a GPU chose, kept as data that a GPU-less build reads.
+
+Tune once, build anywhere. `mirai tune` captures a function on a GPU at one or more batch sizes,
+where Inductor's autotuner times every candidate, and writes what it kept to a JSON file:
+
+- for each GEMM (keyed by dtype and the sizes of its operands and result): cuBLAS or a Triton
+  template, with the template's blocks, and the best time of each kind;
+- for each pointwise or reduction kernel (keyed by graph, kernel name and Inductor's size hints,
+  which Inductor rounds up to powers of two, so a key is a shape bucket): the launch configuration
+  that ran fastest.
+
+A GPU-less build given the table (`mirai build --tuning FILE`) takes those choices wherever its own
+capture meets the same key, and its heuristics elsewhere; the manifest says which, kernel by
+kernel. A key the table lacks (another batch, a kernel another torch fused differently) is not an
+error: the build reports how much of it the table covered.
+
+    >>> table = TuningTable(device="H200", target="sm_90", precision="tf32", versions={})
+    >>> table.kernel_entry("forward", "triton_poi_fused_0", {"x": 1024}) is None
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirai.errors import MiraiError
+
+SCHEMA = 1
+GEMM_KINDS = ("cublas", "triton")
+# the blocks that name a GEMM template's configuration (Inductor's mm/bmm templates)
+TEMPLATE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
+
+
+def gemm_key(dtype: str, operand_sizes, result_sizes) -> str:
+    """A GEMM's key: its dtype and the sizes of its operands and result, e.g.
+    `float32:8x64x256,8x256x1024->8x64x1024`.
+
+    >>> gemm_key("torch.float32", [[8, 64, 256], [8, 256, 1024]], [8, 64, 1024])
+    'float32:8x64x256,8x256x1024->8x64x1024'
+    """
+
+    def dims(sizes) -> str:
+        return "x".join(str(int(s)) for s in sizes)
+
+    operands = ",".join(dims(s) for s in operand_sizes)
+    return f"{str(dtype).replace('torch.', '')}:{operands}->{dims(result_sizes)}"
+
+
+def kernel_key(graph: str, name: str, size_hints) -> str:
+    """A kernel's key: graph, kernel name and Inductor's size hints (a shape bucket).
+
+    >>> kernel_key("backward", "triton_red_fused_sum_0", {"x": 8192, "r0_": 128})
+    'backward:triton_red_fused_sum_0:r0_=128,x=8192'
+    """
+    hints = ",".join(f"{k}={int(v)}" for k, v in sorted((size_hints or {}).items()))
+    return f"{graph}:{name}:{hints}"
+
+
+@dataclass(frozen=True)
+class GemmEntry:
+    """What one GEMM should run as: cuBLAS, or the Triton template with `config`."""
+
+    kind: str
+    config: dict = field(default_factory=dict, hash=False)  # TEMPLATE_KEYS, for "triton"
+    ms: dict = field(default_factory=dict, hash=False)  # best time of each kind measured
+
+    def __post_init__(self):
+        if self.kind not in GEMM_KINDS:
+            raise MiraiError(f"a GEMM runs as one of {GEMM_KINDS}, not {self.kind!r}")
+        if self.kind == "triton" and sorted(self.config) != sorted(TEMPLATE_KEYS):
+            raise MiraiError(
+                f"a Triton GEMM entry needs the template blocks {', '.join(TEMPLATE_KEYS)}; "
+                f"got {sorted(self.config)}"
+            )
+
+
+@dataclass(frozen=True)
+class TuningTable:
+    """Autotuning's choices for one target and precision, measured on `device`."""
+
+    device: str
+    target: str
+    precision: str
+    versions: dict = field(hash=False)  # torch/triton versions the measurements ran with
+    gemms: dict = field(default_factory=dict, hash=False)  # gemm_key -> GemmEntry
+    kernels: dict = field(default_factory=dict, hash=False)  # kernel_key -> config dict
+
+    @property
+    def origin(self) -> str:
+        torch = self.versions.get("torch", "?")
+        return f"tuning table measured on {self.device} (torch {torch})"
+
+    def kernel_entry(self, graph: str, name: str, size_hints) -> dict | None:
+        return self.kernels.get(kernel_key(graph, name, size_hints))
+
+    def gemm_entry(self, key: str) -> GemmEntry | None:
+        return self.gemms.get(key)
+
+    def check(self, target: str, precision: str) -> None:
+        """Refuse a table measured for another target or precision than the build's."""
+        if self.target != target or self.precision != precision:
+            raise MiraiError(
+                f"the tuning table was measured for {self.target} at precision {self.precision} "
+                f"(on {self.device}); this build is for {target} at {precision}: tune for it with "
+                f"mirai tune --target {target} --precision {precision}"
+            )
+
+    def merged(self, other: "TuningTable") -> "TuningTable":
+        """This table with `other`'s entries added (they win where both have a key)."""
+        if (other.target, other.precision) != (self.target, self.precision):
+            other.check(self.target, self.precision)
+        return TuningTable(
+            device=self.device,
+            target=self.target,
+            precision=self.precision,
+            versions=dict(self.versions),
+            gemms={**self.gemms, **other.gemms},
+            kernels={**self.kernels, **other.kernels},
+        )
+
+    # -- files ---------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "device": self.device,
+            "target": self.target,
+            "precision": self.precision,
+            "versions": dict(sorted(self.versions.items())),
+            "gemms": {
+                k: {"kind": e.kind, "config": dict(e.config), "ms": dict(e.ms)}
+                for k, e in sorted(self.gemms.items())
+            },
+            "kernels": {k: self.kernels[k] for k in sorted(self.kernels)},
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_json(cls, data, where: str = "the tuning table") -> "TuningTable":
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise MiraiError(
+                f"{where} is not a mirai tuning table of schema {SCHEMA} (found {found!r}); "
+                "write it with mirai tune"
+            )
+        try:
+            gemms = {
+                str(k): GemmEntry(
+                    kind=v["kind"],
+                    config={str(c): int(n) for c, n in v.get("config", {}).items()},
+                    ms={str(c): float(n) for c, n in v.get("ms", {}).items()},
+                )
+                for k, v in data["gemms"].items()
+            }
+            kernels = {str(k): _kernel_config(v) for k, v in data["kernels"].items()}
+            return cls(
+                device=str(data["device"]),
+                target=str(data["target"]),
+                precision=str(data["precision"]),
+                versions={str(k): str(v) for k, v in data.get("versions", {}).items()},
+                gemms=gemms,
+                kernels=kernels,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise MiraiError(f"{where} is malformed: {type(err).__name__}: {err}") from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "TuningTable":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise MiraiError(f"no tuning table at {path}; write one with mirai tune") from None
+        except (OSError, ValueError) as err:
+            raise MiraiError(f"cannot read the tuning table {path}: {err}") from None
+        return cls.from_json(data, where=str(path))
+
+
+def _kernel_config(value) -> dict:
+    """A kernel's launch configuration as capture records it (mirai.export.capture.wrapper)."""
+    config = {
+        "kwargs": {str(k): int(v) for k, v in value["kwargs"].items()},
+        "num_warps": int(value["num_warps"]),
+        "num_stages": int(value["num_stages"]),
+    }
+    if not config["kwargs"]:
+        raise ValueError("a kernel configuration without block sizes")
+    return config
+
+
+_SIZE_HINTS = re.compile(r"size_hints\s*=\s*(\{[^{}]*\})")
+
+
+def size_hints(source: str) -> dict:
+    """The size hints in a kernel module's heuristics decorator ({} for a template).
+
+    >>> size_hints("@triton_heuristics.reduction(size_hints={'x': 64, 'r0_': 2048}, reduction_hint=1)")
+    {'x': 64, 'r0_': 2048}
+    """
+    found = _SIZE_HINTS.search(source)
+    if found is None:
+        return {}
+    try:
+        hints = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError):
+        return {}
+    return {str(k): int(v) for k, v in hints.items()} if isinstance(hints, dict) else {}
+
+
+def table_from_capture(capture, device: str) -> TuningTable:
+    """The choices a GPU capture made (kernel configurations, GEMM kinds), as a table.
+
+    Kernels whose configuration was not measured (a single candidate, or a GPU-less pick) are
+    left out, so a table never passes a heuristic off as a measurement; GEMMs likewise."""
+    kernels = {}
+    for graph, found in capture.kernels.items():
+        for name, kernel in found.items():
+            if not kernel.config_origin.startswith("autotuned"):
+                continue
+            hints = size_hints(kernel.source)
+            if not hints:
+                continue  # a template: its GEMM entry carries its blocks
+            kernels[kernel_key(graph, name, hints)] = _kernel_config(kernel.config)
+    gemms = {}
+    for entries in capture.gemm_timings.values():
+        for entry in entries:
+            if entry.get("source") != "measured" or "key" not in entry:
+                continue
+            chosen = entry["chosen"]
+            config = dict(entry.get("config") or {}) if chosen == "triton" else {}
+            if chosen == "triton" and sorted(config) != sorted(TEMPLATE_KEYS):
+                continue  # a template of another family: nothing a GPU-less build could match
+            gemms[entry["key"]] = GemmEntry(kind=chosen, config=config, ms=dict(entry["ms"]))
+    return TuningTable(
+        device=device,
+        target=capture.target,
+        precision=capture.precision,
+        versions=dict(capture.versions or {}),
+        gemms=gemms,
+        kernels=kernels,
+    )
+
+
+def tune(
+    fn,
+    samples: dict,
+    *,
+    target: str = "sm_90",
+    precision: str | None = None,
+    gemm: str | None = None,
+    progress: bool = True,
+) -> TuningTable:
+    """Capture `fn` on this machine's GPU with each of `samples` ({label: sample inputs}, e.g.
+    {"batch 64": [...]}) and return what autotuning chose, all of them in one table."""
+    from mirai.export.capture import capture, use_gpu
+    from mirai.export.capture.inductor import DEFAULT_GEMM
+    from mirai.export.progress import BuildProgress
+    from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
+    from mirai.gpu.targets import get_target
+
+    if not use_gpu(None):
+        raise MiraiError(
+            "mirai tune measures on a GPU, and torch sees none here; run it on a machine with "
+            "the GPU the ops will run on, then build anywhere with mirai build --tuning FILE"
+        )
+    import torch
+
+    device = torch.cuda.get_device_name()
+    tgt = get_target(target)
+    table = None
+    with BuildProgress(progress) as show:
+        for label, inputs in samples.items():
+            with show.stage(f"autotune {fn.name} ({label}) on {device}"):
+                cap = capture(
+                    fn,
+                    inputs,
+                    target=tgt,
+                    precision=precision or DEFAULT_PRECISION,
+                    gpu=True,
+                    gemm=gemm or DEFAULT_GEMM,
+                )
+            found = table_from_capture(cap, device)
+            show.note(
+                f"{label}: {len(found.kernels)} kernel configurations, "
+                f"{len(found.gemms)} GEMMs ("
+                + ", ".join(
+                    f"{sum(e.kind == k for e in found.gemms.values())} {k}" for k in GEMM_KINDS
+                )
+                + ")"
+            )
+            table = found if table is None else table.merged(found)
+    if table is None:
+        raise MiraiError("nothing to tune: no sample inputs given")
+    return table

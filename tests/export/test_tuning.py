@@ -1,0 +1,166 @@
+"""Tune once, build anywhere: a tuning table steers a GPU-less build, which still computes right.
+
+CI has no GPU to measure on, so the tables here are written from GPU-less captures' own records
+(the blocks a Triton-template build gave a GEMM, a kernel's candidate configurations) with the
+choices changed from what the build would take by itself. What is checked: the build follows the
+table wherever a key matches, says so kernel by kernel and GEMM by GEMM, and its numbers are right
+on the CPU driver; a table for another target or precision, a broken file, or a table on a GPU
+build are refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import mirai
+from mirai.errors import MiraiError
+from mirai.export.build import tuning_coverage
+from mirai.export.capture import capture
+from mirai.export.tuning import GemmEntry, TuningTable, kernel_key, size_hints
+from mirai.export.verify import table as row_table
+from mirai.export.verify import verify
+from tests.export.conftest import EXAMPLES
+from tests.export.test_numerics import pffn_small
+
+sys.path.insert(0, str(EXAMPLES))
+from pffn import pffn  # noqa: E402
+
+BATCH = 16
+
+
+def empty_table(**changes) -> TuningTable:
+    fields = dict(device="NVIDIA H200", target="sm_90", precision="tf32", versions={})
+    fields.update(changes)
+    return TuningTable(**fields)
+
+
+def test_a_table_survives_its_file_and_a_broken_file_is_refused(tmp_path):
+    table = empty_table(
+        versions={"torch": "2.11.0"},
+        gemms={
+            "float32:8x64x256,8x256x1024->8x64x1024": GemmEntry(
+                "triton",
+                {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4},
+                {"cublas": 0.011, "triton": 0.009},
+            ),
+            "float32:8x8000x256,8x256x1024->8x8000x1024": GemmEntry("cublas", {}, {"cublas": 0.1}),
+        },
+        kernels={
+            "forward:triton_poi_fused_0:x=1024": {
+                "kwargs": {"XBLOCK": 128},
+                "num_warps": 4,
+                "num_stages": 1,
+            }
+        },
+    )
+    path = table.save(tmp_path / "t.json")
+    again = TuningTable.load(path)
+    assert again.to_json() == table.to_json()
+    assert again.gemms["float32:8x64x256,8x256x1024->8x64x1024"].config["BLOCK_K"] == 32
+    assert "NVIDIA H200 (torch 2.11.0)" in again.origin
+
+    broken = json.loads(path.read_text())
+    broken["gemms"]["float32:8x64x256,8x256x1024->8x64x1024"]["kind"] = "cutlass"
+    (tmp_path / "kind.json").write_text(json.dumps(broken))
+    with pytest.raises(MiraiError, match="cutlass"):
+        TuningTable.load(tmp_path / "kind.json")
+    (tmp_path / "schema.json").write_text(json.dumps({"gemms": {}}))
+    with pytest.raises(MiraiError, match="schema 1"):
+        TuningTable.load(tmp_path / "schema.json")
+    (tmp_path / "text.json").write_text("not json")
+    with pytest.raises(MiraiError, match="cannot read the tuning table"):
+        TuningTable.load(tmp_path / "text.json")
+    with pytest.raises(MiraiError, match="no tuning table at"):
+        TuningTable.load(tmp_path / "missing.json")
+
+
+def test_a_table_for_another_target_precision_or_a_gpu_build_is_refused(tmp_path):
+    samples = pffn_small(BATCH)
+    with pytest.raises(MiraiError, match="measured for sm_80 at precision tf32"):
+        mirai.build(pffn, samples, tmp_path, tuning=empty_table(target="sm_80"), progress=False)
+    with pytest.raises(MiraiError, match="this build is for sm_90 at ieee"):
+        mirai.build(pffn, samples, tmp_path, precision="ieee", tuning=empty_table(), progress=False)
+    with pytest.raises(MiraiError, match="a tuning table is for GPU-less builds"):
+        mirai.build(pffn, samples, tmp_path, gpu=True, tuning=empty_table(), progress=False)
+
+
+def test_mirai_tune_says_it_needs_a_gpu_and_build_names_a_missing_table(tmp_path):
+    cli = [sys.executable, "-m", "mirai.cli"]
+    tune = subprocess.run(
+        cli + ["tune", str(EXAMPLES / "pffn.py"), "--batches", "64,512", "-o", tmp_path / "t.json"],
+        capture_output=True,
+        text=True,
+    )
+    assert tune.returncode == 2
+    assert "mirai tune measures on a GPU" in tune.stderr
+    assert not (tmp_path / "t.json").exists()
+    build = subprocess.run(
+        cli
+        + ["build", str(EXAMPLES / "pffn.py"), "--tuning", tmp_path / "none.json", "-o", tmp_path],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 2
+    assert f"no tuning table at {tmp_path / 'none.json'}" in build.stderr
+
+
+def other_config(kernel) -> dict:
+    """A launch configuration of `kernel` other than the one its GPU-less pick took: the same
+    blocks with another XBLOCK (rows per program), which any pointwise or reduction kernel takes."""
+    config = json.loads(json.dumps(kernel.config))
+    xblock = config["kwargs"]["XBLOCK"]
+    config["kwargs"]["XBLOCK"] = 8 if xblock != 8 else 32
+    return {k: config[k] for k in ("kwargs", "num_warps", "num_stages")}
+
+
+def test_a_gpuless_build_takes_the_tables_choices_and_computes_right(tmp_path, host):
+    samples = pffn_small(BATCH)
+    # The blocks a Triton-template build gives each GEMM: the table's "measured" templates.
+    templates = capture(pffn, samples, gpu=False, gemm="triton")
+    gate_up = templates.gemm_timings["forward"][0]
+    assert gate_up["chosen"] == "triton" and gate_up["source"] == "GPU-less default"
+
+    plain = mirai.build(pffn, samples, tmp_path / "plain", progress=False)
+    plain_manifest = json.loads((tmp_path / "plain" / "manifest.json").read_text())
+    assert len(plain_manifest["ops"]["PffnFwd"]["gemms"]) == 3  # GPU-less default: cuBLAS
+    # a backward kernel with several candidate configurations (a reduction, here)
+    kernel = next(
+        k
+        for k in plain.capture.kernels["backward"].values()
+        if "rows per program" in k.config_origin
+    )
+    config = other_config(kernel)
+    hints = size_hints(kernel.source)
+    assert hints, kernel.source[:400]
+
+    table = empty_table(
+        versions={"torch": "test"},
+        gemms={gate_up["key"]: GemmEntry("triton", gate_up["config"])},
+        kernels={kernel_key("backward", kernel.name, hints): config},
+    )
+    tuned = mirai.build(pffn, samples, tmp_path / "tuned", tuning=table, progress=False)
+    cap = tuned.capture
+    assert table.origin in cap.origin
+
+    # the gate and up GEMMs (and the backward GEMM of the same key) became that template
+    from_table = [c for g in cap.gemm_timings.values() for c in g if c["source"] == table.origin]
+    assert len(from_table) >= 2 and all(c["key"] == gate_up["key"] for c in from_table)
+    assert all(c["chosen"] == "triton" and c["config"] == gate_up["config"] for c in from_table)
+    manifest = json.loads((tmp_path / "tuned" / "manifest.json").read_text())
+    forward = manifest["ops"]["PffnFwd"]
+    assert len(forward["gemms"]) == 1  # the down projection stays in cuBLAS
+    assert any(name.startswith("triton_tem_") for name in forward["kernels"])
+    # the backward kernel runs the table's configuration, and says where it came from
+    chosen = manifest["ops"]["PffnBwd"]["kernels"][kernel.name]
+    assert chosen["config"]["kwargs"] == config["kwargs"]
+    assert chosen["config"]["num_warps"] == config["num_warps"]
+    assert chosen["config_origin"] == table.origin
+    note = tuning_coverage(cap, table)
+    assert f"set 1 of {sum(len(k) for k in cap.kernels.values())} kernel configurations" in note
+
+    rows = verify(pffn, pffn_small, tmp_path / "tuned", device="cpu", runner=host)
+    assert rows and all(r.ok for r in rows), row_table(rows)
