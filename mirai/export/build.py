@@ -25,7 +25,9 @@ class BuildResult:
 
     @property
     def ops(self) -> list[str]:
-        return sorted(p.name[: -len("_launch.h")] for p in self.files if p.name.endswith("_launch.h"))
+        return sorted(
+            p.name[: -len("_launch.h")] for p in self.files if p.name.endswith("_launch.h")
+        )
 
 
 def _source(fn) -> dict | None:

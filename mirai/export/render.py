@@ -1,7 +1,8 @@
 """Render: a Capture and its compiled kernels -> the generated/ folder, through Jinja2 templates only.
 
     generated/
-      PffnFwd.cc PffnBwd.cc            TensorFlow ops (thin adapters)
+      PffnFwd.cc PffnBwd.cc            TensorFlow ops (thin adapters), and those of any other
+                                       framework asked for (mirai.export.frameworks)
       PffnFwd_launch.h ...             framework-neutral launch code, and its kernels (embedded)
       PffnFwd_capi.cc ...              a C interface over the launch code (GPU tests, benchmarks)
       mirai_runtime.h                  CUDA driver loading, kernel cache, launch helpers
@@ -20,8 +21,9 @@ from pathlib import Path
 
 import jinja2
 
+from mirai.export import frameworks as front_ends
 from mirai.export.graph import Capture
-from mirai.export.plan import ExportPlan, OpPlan, plan, py_op_name
+from mirai.export.plan import ExportPlan, OpPlan, plan
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -41,10 +43,12 @@ def render(
     output_dir: str | os.PathLike,
     targets=None,
     defined_in: dict | None = None,
+    frameworks=front_ends.DEFAULT,
 ) -> list[Path]:
     """Write the generated files for `capture` and its kernels compiled for `targets` (default: the
     targets the kernels were compiled for); return their paths (sorted). `defined_in` ({"file",
-    "function"}) names the Python function the build came from, for `mirai verify DIR`."""
+    "function"}) names the Python function the build came from, for `mirai verify DIR`.
+    `frameworks` names the front ends to render (mirai.export.frameworks: "tf", "jax")."""
     from mirai import __version__
 
     out = Path(output_dir)
@@ -53,6 +57,7 @@ def render(
     targets = list(targets or dict.fromkeys(compiled_for) or [capture.target])
     common = {"version": __version__, "targets": targets, "precision": capture.precision}
     export = plan(capture, compiled)
+    frameworks = front_ends.parse(frameworks)
     files: dict[str, str | bytes] = {}
     files["mirai_runtime.h"] = env.get_template("mirai_runtime.h.j2").render(**common)
     for op in export.ops:
@@ -64,7 +69,6 @@ def render(
         files[f"{name}_launch.h"] = env.get_template("launch.h.j2").render(
             **ctx, guard=f"MIRAI_{name.upper()}_LAUNCH_H_"
         )
-        files[f"{name}.cc"] = env.get_template("tf_op.cc.j2").render(**ctx)
         files[f"{name}_capi.cc"] = env.get_template("capi.cc.j2").render(**ctx)
         for kname, k in sorted(compiled[op.graph].items()):
             folder = f"{capture.precision}/{name}"
@@ -78,17 +82,11 @@ def render(
                 files[f"{folder}/{b.target}/{kname}.json"] = (
                     json.dumps(meta, indent=2, sort_keys=True) + "\n"
                 )
-    snake = py_op_name(capture.name)
-    files["build.sh"] = env.get_template("build.sh.j2").render(
-        **common, name=capture.name, ops=[op.op_name for op in export.ops]
-    )
-    files[f"{snake}_api.py"] = _render_api(env, common, export, snake)
-    files["manifest.json"] = (
-        json.dumps(
-            _manifest(capture, compiled, export, targets, defined_in), indent=2, sort_keys=True
-        )
-        + "\n"
-    )
+    for name in frameworks:
+        files.update(front_ends.FRAMEWORKS[name].files(env, common, export))
+    manifest = _manifest(capture, compiled, export, targets, defined_in)
+    manifest["frameworks"] = list(frameworks)
+    files["manifest.json"] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
     written = []
     for rel, content in sorted(files.items()):
@@ -98,49 +96,10 @@ def render(
             path.write_bytes(content)
         else:
             path.write_text(content)
-        if rel == "build.sh":
+        if rel.endswith(".sh"):
             path.chmod(0o755)
         written.append(path)
     return written
-
-
-class _Indexed:
-    """Stands for a Python list in generated code: item k is the expression `name[k]`."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __getitem__(self, k: int) -> str:
-        return f"{self.name}[{k}]"
-
-
-def _render_api(env, common, export: ExportPlan, snake: str) -> str:
-    fwd, bwd, wiring = export.forward, export.backward, export.wiring
-    params = [i.tf_name for i in fwd.inputs]
-    n_user = wiring.num_outputs
-    bwd_args, grad_returns = [], []
-    if bwd is not None:
-        bwd_args = wiring.backward_args(
-            params, _Indexed("outputs"), _Indexed("residuals"), _Indexed("grad_outputs")
-        )
-        grad_returns = [g or "None" for g in wiring.gradients_of(_Indexed("grads"))]
-    specs = lambda items: repr(  # noqa: E731
-        tuple((i.tf_name, i.dtype, tuple(i.shape)) for i in items)
-    )
-    return env.get_template("api.py.j2").render(
-        **common,
-        name=export.name,
-        module=f"{snake}_api",
-        function=snake,
-        params=params,
-        fwd=fwd,
-        bwd=bwd,
-        num_outputs=n_user,
-        bwd_args=bwd_args,
-        grad_returns=grad_returns,
-        input_specs=specs(fwd.inputs),
-        output_specs=specs(fwd.outputs[:n_user]),
-    )
 
 
 def _op_manifest(op: OpPlan, compiled: dict, capture: Capture, wiring) -> dict:

@@ -4,6 +4,8 @@
 '256*s0'
 >>> to_cpp(parse("-((256*s0) // -512)"))  # ceil(s0 / 2), in floor-division semantics
 '-mirai_floordiv(-s0, 2)'
+>>> to_python("-((256*s0) // -512)")  # the same in Python, for generated Python APIs
+'-((-s0) // 2)'
 """
 
 from __future__ import annotations
@@ -102,3 +104,56 @@ def to_cpp(expr) -> str:
     if expr.is_Integer:
         return _CppPrinter()._print_Integer(expr)
     return _CppPrinter().doprint(expr)
+
+
+class _PythonPrinter(_CppPrinter):
+    """Integer Python for size expressions: the same arithmetic as `_CppPrinter`, in Python's terms
+    (`//` and `%` floor as sympy's floor and Mod do)."""
+
+    def _print_floor(self, expr):
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        if den == 1:
+            return self._print(num)
+        return f"(({self._print(num)}) // {self._print(den)})"
+
+    def _print_ceiling(self, expr):
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        if den == 1:
+            return self._print(num)
+        return f"(-((-({self._print(num)})) // {self._print(den)}))"
+
+    def _print_Integer(self, expr):
+        return str(int(expr))
+
+    def _fold(self, expr, function: str) -> str:
+        return f"{function}({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Max(self, expr):
+        return self._fold(expr, "max")
+
+    def _print_Min(self, expr):
+        return self._fold(expr, "min")
+
+    def _print_Mod(self, expr):
+        a, b = expr.args
+        return f"(({self._print(a)}) % ({self._print(b)}))"
+
+    def _print_Pow(self, expr):
+        base, exp = expr.args
+        if exp.is_Integer and int(exp) > 0:
+            return f"(({self._print(base)}) ** {int(exp)})"
+        raise ValueError(f"cannot print {expr} as integer Python")
+
+
+def to_python(expr) -> str:
+    """Python int arithmetic for an expression (string or sympy), over its symbols as variables.
+
+    >>> to_python("Max(1, s0 - 1)")
+    'max(1, s0 - 1)'
+    """
+    if isinstance(expr, str):
+        expr = parse(expr)
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    return _PythonPrinter().doprint(expr)

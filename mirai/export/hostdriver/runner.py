@@ -23,6 +23,10 @@ from mirai.export.launch import OpError
 
 
 class HostRunner:
+    # the worker's module, and what its environment adds (a subclass may serve another front end)
+    WORKER = "mirai.export.hostdriver.worker"
+    ENV = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+
     def __init__(self, timeout: float = 900.0):
         self.timeout = timeout
         self._proc: subprocess.Popen | None = None
@@ -38,9 +42,9 @@ class HostRunner:
     def _start(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
             self._log = tempfile.TemporaryFile()
-            env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+            env = dict(os.environ, **self.ENV)
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "mirai.export.hostdriver.worker"],
+                [sys.executable, "-m", self.WORKER],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._log,
