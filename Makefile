@@ -9,16 +9,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .stamps
-APT_PACKAGES := g++ make llvm-22 mlir-22-tools chromium bubblewrap
+APT_PACKAGES := g++ make llvm-22 mlir-22-tools chromium bubblewrap redis-server
 WEB_DIR := web
 PIP_FLAGS := --disable-pip-version-check -q
 
-.PHONY: setup system python web demo test lint format clean gpu-check bench bench-explorer
+.PHONY: setup system python web demo test lint format clean gpu-check bench bench-explorer cluster
 
 setup: system python web
 
 # Debian packages: the LLVM/MLIR 22 tools, a browser for the page's tests, a C++ compiler for the ops,
-# bubblewrap, the sandbox of the explorer's workers.
+# bubblewrap, the sandbox of the explorer's workers, and redis-server, the broker of `mirai serve
+# --broker` (its tests start one on a loopback port).
 system: $(STAMPS)/system
 $(STAMPS)/system: Makefile
 	@mkdir -p $(STAMPS)
@@ -75,6 +76,15 @@ bench:
 # The explorer's latency table (CPU machine; see bench/RESULTS-explorer.md).
 bench-explorer: setup
 	$(PY) bench/bench_explorer.py
+
+# The explorer past one machine, locally and in the foreground: Redis (append-only, in .cluster/),
+# replicas on CLUSTER_PORT and CLUSTER_PORT+1, CLUSTER_WORKERS `mirai worker`s. Ctrl-C stops all.
+CLUSTER_WORKERS ?= 2
+CLUSTER_PORT ?= 8000
+REDIS_PORT ?= 6379
+cluster: setup
+	$(PY) -m mirai.explorer.broker.local --workers $(CLUSTER_WORKERS) --port $(CLUSTER_PORT) \
+	  --redis-port $(REDIS_PORT) --dir .cluster
 
 clean:
 	rm -rf generated $(STAMPS) build *.egg-info

@@ -1,8 +1,10 @@
 """The `mirai` command line: each subcommand lives in a module of this package, listed in SUBCOMMANDS.
 
 mirai build examples/pffn.py --target sm_80,sm_90
+mirai tune examples/pffn.py --batches 64,8000 -o tuning.json   (on a GPU)
 mirai inspect generated --arch sm_86
 mirai serve --port 8000
+mirai worker --broker redis://127.0.0.1:6379/0
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mirai.cli import build, inspect, serve, verify
+from mirai.cli import build, inspect, serve, tune, verify, worker
 
 # Each module's `register(subparsers)` adds its subcommand, whose parser sets `func`; a new
 # subcommand is one module and one entry here.
-SUBCOMMANDS = (build, verify, inspect, serve)
+SUBCOMMANDS = (build, tune, verify, inspect, serve, worker)
 
 
 def make_parser() -> argparse.ArgumentParser:

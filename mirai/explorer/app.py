@@ -17,12 +17,10 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
+from mirai.explorer.backend import make_backend
 from mirai.explorer.errors import ExplorerError, error_response
-from mirai.explorer.jobs import JobStore
-from mirai.explorer.permalinks_store import PermalinkStore
 from mirai.explorer.routes import ROUTERS
 from mirai.explorer.routes.meta import version_string
-from mirai.explorer.service import Explorer
 from mirai.explorer.settings import Settings
 
 PLACEHOLDER_PAGE = """<!doctype html>
@@ -35,13 +33,13 @@ see <a href="/docs">/docs</a>.</p></body></html>
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
+    backend = make_backend(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.explorer.start()
+        backend.explorer.start()
         yield
-        await app.state.jobs.close()
-        await app.state.explorer.close()
+        await backend.close()
 
     app = FastAPI(
         title="mirai explorer",
@@ -50,15 +48,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.explorer = Explorer(settings)
-    app.state.jobs = JobStore(app.state.explorer, settings)
-    app.state.permalinks = PermalinkStore(settings.permalinks_db)
+    app.state.explorer = backend.explorer
+    app.state.jobs = backend.jobs
+    app.state.permalinks = backend.permalinks
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=int(settings.max_body_mb * 1024 * 1024))
     app.add_middleware(
         CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"]
     )
     _add_error_handlers(app)
+    _add_outage_handler(app, backend.outages)
     for router in ROUTERS:
         app.include_router(router)
     _add_page(app, settings)
@@ -186,6 +185,27 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def internal_error(request: Request, err: Exception) -> JSONResponse:
         message = f"internal error: {type(err).__name__}: {err}"
         return JSONResponse(error_response(message), status_code=500)
+
+
+# The guide answers its endpoints' failures with HTTP 200; elsewhere an outage is a 503.
+GUIDE_PATHS = ("/generate_ir", "/free_ir_cache", "/jobs")
+
+
+def _add_outage_handler(app: FastAPI, outages: tuple[type[BaseException], ...]) -> None:
+    """Broker mode: Redis out of reach is answered "broker unavailable", with Retry-After."""
+    if not outages:
+        return
+    from mirai.explorer.broker.connection import BrokerUnavailable  # only broker mode has outages
+
+    async def unavailable(request: Request, err: Exception) -> JSONResponse:
+        answer = BrokerUnavailable(err)
+        guide = request.method == "POST" and request.url.path in GUIDE_PATHS
+        return JSONResponse(
+            answer.as_response(), status_code=200 if guide else 503, headers=answer.headers
+        )
+
+    for outage in outages:
+        app.add_exception_handler(outage, unavailable)
 
 
 def _add_page(app: FastAPI, settings: Settings) -> None:

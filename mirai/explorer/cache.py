@@ -1,5 +1,9 @@
 """The server's result cache: answers of successful requests, keyed by a hash of the whole request,
 forgotten per code string by /free_ir_cache.
+
+`ResultCache` is the embedded one (in the server's memory); `mirai.explorer.broker.results` keeps the
+same map in Redis for every replica. Both have the same async methods (`get`, `put`, `drop_code`,
+`count`), so the service uses either without knowing which.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ def code_hash(code: str) -> str:
 class ResultCache:
     """Least-recently-used map from request hash to response; errors are never stored.
 
+    >>> import asyncio
     >>> cache = ResultCache(max_entries=1)
-    >>> cache.put("k", {"status": "ok", "output": "x"}, code="c"); cache.get("k")["output"]
+    >>> asyncio.run(cache.put("k", {"status": "ok", "output": "x"}, code="c"))
+    >>> asyncio.run(cache.get("k"))["output"]
     'x'
     """
 
@@ -24,13 +30,13 @@ class ResultCache:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, tuple[str, dict]] = OrderedDict()
 
-    def get(self, key: str) -> dict | None:
+    async def get(self, key: str) -> dict | None:
         if key not in self._entries:
             return None
         self._entries.move_to_end(key)
         return self._entries[key][1]
 
-    def put(self, key: str, response: dict, *, code: str) -> None:
+    async def put(self, key: str, response: dict, *, code: str) -> None:
         if self.max_entries <= 0 or response.get("status") != "ok":
             return
         self._entries[key] = (code_hash(code), response)
@@ -38,7 +44,7 @@ class ResultCache:
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
-    def drop_code(self, code: str) -> int:
+    async def drop_code(self, code: str) -> int:
         """Forget every result of requests with this code; how many there were."""
         digest = code_hash(code)
         stale = [key for key, (owner, _) in self._entries.items() if owner == digest]
@@ -46,5 +52,6 @@ class ResultCache:
             del self._entries[key]
         return len(stale)
 
-    def __len__(self) -> int:
+    async def count(self) -> int:
+        """Results held."""
         return len(self._entries)

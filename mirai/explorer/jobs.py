@@ -2,6 +2,10 @@
 /status/<jobid> endpoint beside the synchronous /generate_ir, which keeps its behaviour).
 
 States: queued (waiting for a worker) -> running -> done | failed; or cancelled at any point.
+
+`JobStore` keeps the jobs of this process (the embedded default); `mirai.explorer.broker.jobs` keeps
+them in Redis, visible from every replica, with the same async methods (`submit`, `status`,
+`cancel`, `close`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ class Job:
         )
 
 
+def unknown_job(job_id: str) -> ExplorerError:
+    """The answer to an id no job has (HTTP 404 in the guide's shape)."""
+    return ExplorerError(f"no job {job_id!r}", "it never existed or has expired", http_status=404)
+
+
 class JobStore:
     """Jobs by id; finished ones are forgotten after `job_ttl_s` or when more than `max_jobs`."""
 
@@ -48,8 +57,8 @@ class JobStore:
         self.settings = settings
         self.jobs: dict[str, Job] = {}
 
-    def submit(self, request: GenerateRequest, client: str = "") -> Job:
-        """Run `request` in the background; it waits for a worker in `client`'s turn."""
+    async def submit(self, request: GenerateRequest, client: str = "") -> str:
+        """Run `request` in the background (it waits for a worker in `client`'s turn); its id."""
         self._prune()
         if len(self.jobs) >= self.settings.max_jobs:
             raise ExplorerError(
@@ -58,22 +67,23 @@ class JobStore:
         job = Job(uuid.uuid4().hex, request.ir_type)
         self.jobs[job.id] = job
         job.task = asyncio.get_running_loop().create_task(self._run(job, request, client))
-        return job
+        return job.id
 
-    def get(self, job_id: str) -> Job:
+    async def status(self, job_id: str) -> JobStatus:
+        return self._get(job_id).status()
+
+    def _get(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)
         if job is None:
-            raise ExplorerError(
-                f"no job {job_id!r}", "it never existed or has expired", http_status=404
-            )
+            raise unknown_job(job_id)
         return job
 
-    def cancel(self, job_id: str) -> Job:
-        job = self.get(job_id)
+    async def cancel(self, job_id: str) -> JobStatus:
+        job = self._get(job_id)
         if job.state not in FINISHED:
             job.task.cancel()
             self._finish(job, "cancelled", None)
-        return job
+        return job.status()
 
     async def _run(self, job: Job, request: GenerateRequest, client: str) -> None:
         def started() -> None:

@@ -1,6 +1,7 @@
 """Permalinks of the explorer page: a page state (JSON) stored under a short id in SQLite.
 
 The id is derived from the state's canonical JSON, so saving the same state twice gives the same id.
+In broker mode the same ids and texts are kept in Redis instead (`mirai.explorer.broker.permalinks`).
 
     >>> import tempfile, pathlib
     >>> store = PermalinkStore(pathlib.Path(tempfile.mkdtemp()) / "p.sqlite3")
@@ -74,14 +75,9 @@ class PermalinkStore:
 
     def save(self, state: dict) -> str:
         """Stores `state` and returns its id (the same id for the same state)."""
-        text = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        if len(text.encode()) > MAX_STATE_BYTES:
-            raise StateTooLarge(f"state is {len(text.encode())} bytes, limit {MAX_STATE_BYTES}")
-        digest = _base62(hashlib.sha256(text.encode()).digest())
+        text = canonical_text(state)
         with self._connect() as db:
-            # Lengthen the id in the (astronomically unlikely) case of a collision.
-            for length in range(ID_LENGTH, len(digest) + 1):
-                pid = digest[:length]
+            for pid in candidate_ids(text):
                 row = db.execute("SELECT state FROM permalinks WHERE id = ?", (pid,)).fetchone()
                 if row is None:
                     db.execute(
@@ -98,6 +94,21 @@ class PermalinkStore:
         with self._connect() as db:
             row = db.execute("SELECT state FROM permalinks WHERE id = ?", (pid,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+
+def canonical_text(state: dict) -> str:
+    """The JSON a state is stored as (keys sorted); StateTooLarge past MAX_STATE_BYTES."""
+    text = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if len(text.encode()) > MAX_STATE_BYTES:
+        raise StateTooLarge(f"state is {len(text.encode())} bytes, limit {MAX_STATE_BYTES}")
+    return text
+
+
+def candidate_ids(text: str) -> list[str]:
+    """The ids a state's text may get, in order: the first one not held by another state is its
+    id (a longer one only in the astronomically unlikely case of a collision)."""
+    digest = _base62(hashlib.sha256(text.encode()).digest())
+    return [digest[:length] for length in range(ID_LENGTH, len(digest) + 1)]
 
 
 def _base62(data: bytes) -> str:

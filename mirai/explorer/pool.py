@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -41,6 +42,16 @@ TIMEOUT_GRACE_S = 5.0
 
 class WorkerDied(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """What /health reports of the workers: `ready` warm and alive (idle or busy), `busy` running a
+    request, `queued` requests waiting for one."""
+
+    ready: int
+    busy: int
+    queued: int
 
 
 class ServerBusy(ExplorerError):
@@ -190,6 +201,8 @@ class Worker:
 class WorkerPool:
     """`settings.workers` workers, started in the background; `run` sends a request to a free one."""
 
+    caches_results = False  # the service caches what `run` answers (a broker's workers do it there)
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.log_dir = Path(settings.cache_dir) / "logs"
@@ -224,6 +237,9 @@ class WorkerPool:
     def client_queue_size(self) -> int:
         """Requests one client may have waiting: half the queue (at least one when there is a queue)."""
         return max(1, self.settings.queue_size // 2) if self.settings.queue_size else 0
+
+    async def stats(self) -> PoolStats:
+        return PoolStats(ready=self.ready_workers(), busy=self.busy, queued=self.waiting)
 
     def ready_workers(self) -> int:
         """Workers idle or running a request: warm, alive, and not being replaced."""

@@ -64,6 +64,17 @@ class Settings(BaseModel):
     )
     max_processes: int = Field(64, ge=4, description="processes one request may run at once")
     max_file_mb: int = Field(512, ge=1, description="largest file a request may write (MiB)")
+    broker: str | None = Field(
+        None,
+        description="redis://HOST:PORT/N: jobs, results, cancellation and permalinks in Redis, "
+        "served by `mirai worker` pools on any host (none: the embedded pool and stores)",
+    )
+    max_tries: int = Field(
+        2, ge=1, description="broker mode: runs of a job whose worker was lost, before it fails"
+    )
+    queue_wait_s: float = Field(
+        600.0, gt=0, description="broker mode: a job no worker has taken by then fails"
+    )
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":

@@ -14,5 +14,5 @@ router = APIRouter(tags=["cache"])
 async def free_ir_cache(request: FreeCacheRequest, explorer: ExplorerDep) -> dict:
     """Forget the cached results of `code` (keyed by the raw code string). Its Triton cache lived in
     its request's own folder and was removed when the request ended."""
-    explorer.free(request.code)
+    await explorer.free(request.code)
     return {"status": "ok"}

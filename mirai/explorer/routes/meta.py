@@ -73,13 +73,4 @@ def _ir_type_info(ir_type: IRType) -> dict:
 async def health(explorer: ExplorerDep) -> dict:
     """`ready` is true while at least one worker is warm and alive, idle or running a request (never
     one being started or replaced); `workers_ready - workers_busy` are idle."""
-    pool = explorer.pool
-    ready = pool.ready_workers()
-    return {
-        "status": "ok",
-        "ready": ready > 0,
-        "workers_ready": ready,
-        "workers_busy": pool.busy,
-        "queued": pool.waiting,
-        "cached_results": len(explorer.results),
-    }
+    return await explorer.health()

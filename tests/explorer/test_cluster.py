@@ -1,0 +1,301 @@
+"""Broker mode past one machine: a real redis-server (127.0.0.1, a free port, its own folder, append-
+only), two API replicas (`mirai serve --broker`) and three `mirai worker` processes standing for
+hosts, talked to over HTTP. Jobs and cached results cross replicas; a killed worker's job is run
+again elsewhere; cancel reaches the worker running the job; a Redis restart is ridden out; a killed
+replica's jobs are still answered by the other. Nothing of Redis or arq is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from explorer_server import ROOT, Server, free_port, start_server, stop_server
+
+TIMEOUT_S = 5  # --timeout of replicas and workers: a lost worker's job is retried ~22 s later
+SLOW_S = 3  # how long the slow requests sleep (less than TIMEOUT_S)
+WORKERS = ("host-a", "host-b", "host-c")
+
+
+class RedisServer:
+    """redis-server on 127.0.0.1 with append-only persistence in its own folder; restartable."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is not installed (make installs Debian's redis-server)"
+        command = [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.folder),
+        ]
+        command += ["--appendonly", "yes", "--save", "", "--protected-mode", "yes"]
+        log = open(self.folder / "redis.log", "ab")
+        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if self.client().ping():
+                    return
+            except redis.RedisError:
+                time.sleep(0.05)
+        raise AssertionError((self.folder / "redis.log").read_text()[-2000:])
+
+    def stop(self) -> None:
+        """SIGTERM: Redis writes its append-only file and exits."""
+        self.proc.terminate()
+        self.proc.wait(20)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+
+@dataclass
+class Worker:
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+    def kill(self) -> None:
+        """As a host going away: the worker and everything it started, at once."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+def start_worker(tmp: Path, url: str, name: str) -> Worker:
+    folder = tmp / name
+    folder.mkdir()
+    command = [sys.executable, "-m", "mirai.cli", "worker", "--broker", url, "--name", name]
+    command += ["--workers", "1", "--timeout", str(TIMEOUT_S), "--cache-dir", str(folder / "cache")]
+    log = folder / "worker.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return Worker(name, proc, log)
+
+
+@dataclass
+class Cluster:
+    redis: RedisServer
+    a: Server
+    b: Server
+    workers: dict[str, Worker]
+
+    def live_workers(self) -> list[str]:
+        beats = self.redis.client().hgetall("mirai:workers")
+        return sorted(json.loads(v)["name"] for v in beats.values())
+
+    def record(self, job_id: str) -> dict:
+        fields = self.redis.client().hgetall(f"mirai:job:{job_id}")
+        return {k.decode(): v.decode() for k, v in fields.items()}
+
+    def logs(self) -> str:
+        parts = [f"== {w.name}\n{w.log.read_text()[-3000:]}" for w in self.workers.values()]
+        return "\n".join([*parts, self.a.log.read_text()[-2000:], self.b.log.read_text()[-2000:]])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    tmp = tmp_path_factory.mktemp("cluster")
+    (tmp / "redis").mkdir()
+    store = RedisServer(tmp / "redis")
+    store.start()
+    flags = ("--broker", store.url, "--timeout", str(TIMEOUT_S))
+    workers = {name: start_worker(tmp, store.url, name) for name in WORKERS}
+    replicas = []
+    try:
+        for name in ("replica-a", "replica-b"):
+            (tmp / name).mkdir()
+            replicas.append(start_server(tmp / name, *flags))
+        started = Cluster(store, replicas[0], replicas[1], workers)
+        deadline = time.monotonic() + 240
+        while started.a.get("/health").json()["workers_ready"] < len(WORKERS):
+            assert time.monotonic() < deadline, started.logs()
+            time.sleep(0.5)
+        yield started
+    finally:
+        for replica in replicas:
+            if replica.proc.poll() is None:
+                stop_server(replica)
+        for worker in workers.values():
+            if worker.proc.poll() is None:
+                worker.proc.terminate()
+        for worker in workers.values():
+            try:
+                worker.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        if store.proc.poll() is None:
+            store.stop()
+
+
+def slow(marker: str) -> dict:
+    """A request that runs user code (in a worker's sandbox) for SLOW_S seconds."""
+    code = f"import time\ntime.sleep({SLOW_S})\nprint({marker!r})\n"
+    return {"code": code, "ir_type": "raw_ir", "selected_language": "pytorch"}
+
+
+def quick(marker: str) -> dict:
+    return {"code": f"print({marker!r})", "ir_type": "raw_ir", "selected_language": "pytorch"}
+
+
+def submit(server: Server, body: dict) -> str:
+    answer = server.post("/jobs", body).json()
+    assert answer["status"] == "ok", answer
+    return answer["job_id"]
+
+
+def wait_state(server: Server, job_id: str, states: tuple[str, ...], timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = server.get(f"/status/{job_id}").json()
+        if status["state"] in states:
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+
+
+def test_workers_of_every_host_are_counted(cluster):
+    assert cluster.live_workers() == sorted(WORKERS)
+    for replica in (cluster.a, cluster.b):
+        health = replica.get("/health").json()
+        assert health["ready"] and health["workers_ready"] == len(WORKERS)
+        assert replica.get("/version").json().startswith("mirai-explorer ")
+
+
+def test_a_job_submitted_on_one_replica_is_answered_on_the_other(cluster):
+    marker = uuid.uuid4().hex
+    job_id = submit(cluster.a, quick(marker))
+    status = wait_state(cluster.b, job_id, ("done", "failed"), 60)
+    assert status["state"] == "done", status
+    assert status["result"] == {"status": "ok", "output": marker + "\n"}
+    assert cluster.a.get(f"/jobs/{job_id}").json() == status
+    assert cluster.record(job_id)["worker"] in WORKERS
+
+
+def test_synchronous_requests_and_errors_keep_the_guides_shapes(cluster):
+    marker = uuid.uuid4().hex
+    assert cluster.b.ok(**quick(marker)) == marker + "\n"
+    unknown = cluster.a.generate(code="x", ir_type="no_such_ir")
+    assert unknown == {"status": "error", "message": "IR type not supported", "detail": ""}
+    failing = cluster.b.generate(code="1/0", ir_type="raw_ir", selected_language="pytorch")
+    assert failing["status"] == "error" and "ZeroDivisionError" in failing["message"]
+    missing = cluster.a.get("/status/0123456789abcdef")
+    assert missing.status_code == 404 and missing.json()["status"] == "error"
+
+
+def test_a_result_cached_on_one_replica_is_a_hit_on_the_other(cluster):
+    body = quick(uuid.uuid4().hex)
+    first = cluster.a.post("/generate_ir", body)
+    assert first.headers["X-Mirai-Cache"] == "miss"
+    second = cluster.b.post("/generate_ir", body)
+    assert second.headers["X-Mirai-Cache"] == "hit"
+    assert second.json() == first.json() and first.json()["status"] == "ok"
+    assert cluster.b.post("/free_ir_cache", {"code": body["code"]}).json() == {"status": "ok"}
+    assert cluster.a.post("/generate_ir", body).headers["X-Mirai-Cache"] == "miss"
+
+
+def test_a_permalink_saved_on_one_replica_loads_on_the_other(cluster):
+    state = {"code": uuid.uuid4().hex, "panes": [{"ir_type": "torch_mlir"}]}
+    saved = cluster.a.post("/permalinks", {"state": state}).json()
+    assert saved["status"] == "ok"
+    assert cluster.b.get(f"/permalinks/{saved['id']}").json()["state"] == state
+    assert cluster.b.post("/permalinks", {"state": state}).json()["id"] == saved["id"]
+
+
+def test_cancel_on_one_replica_stops_the_job_on_its_worker(cluster):
+    job_id = submit(cluster.a, slow(uuid.uuid4().hex))
+    wait_state(cluster.b, job_id, ("running",), 30)
+    cancelled = httpx.delete(f"{cluster.b.url}/jobs/{job_id}", timeout=30).json()
+    assert cancelled["state"] == "cancelled"
+    # The worker running it was told: arq records the job as aborted (cancelled), not finished.
+    deadline = time.monotonic() + 15
+    while (raw := cluster.redis.client().get(f"arq:result:{job_id}")) is None:
+        assert time.monotonic() < deadline, cluster.logs()
+        time.sleep(0.1)
+    result = json.loads(raw)
+    assert result["s"] is False and result["r"]["__exception__"] == "CancelledError"
+    time.sleep(SLOW_S)  # past the time the request would have taken: it stays cancelled
+    assert cluster.a.get(f"/status/{job_id}").json()["state"] == "cancelled"
+    marker = uuid.uuid4().hex  # the worker is replaced and the cluster serves on
+    assert cluster.a.ok(**quick(marker)) == marker + "\n"
+
+
+def test_a_job_whose_worker_is_killed_runs_again_elsewhere(cluster):
+    marker = uuid.uuid4().hex
+    job_id = submit(cluster.a, slow(marker))
+    wait_state(cluster.b, job_id, ("running",), 30)
+    first = cluster.record(job_id)["worker"]
+    cluster.workers[first].kill()
+    # arq hands the job to another worker once the lost one's claim has expired (~22 s here).
+    status = wait_state(cluster.b, job_id, ("done", "failed"), 90)
+    assert status["state"] == "done", (status, cluster.logs())
+    assert status["result"]["output"] == marker + "\n"
+    second = cluster.record(job_id)["worker"]
+    assert second != first and second in WORKERS
+    deadline = time.monotonic() + 20
+    while first in cluster.live_workers():  # the killed host drops out of /health
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+        cluster.a.get("/health")
+    assert cluster.a.get("/health").json()["workers_ready"] == len(WORKERS) - 1
+
+
+def test_a_redis_restart_is_ridden_out(cluster):
+    state = {"code": uuid.uuid4().hex}
+    pid = cluster.a.post("/permalinks", {"state": state}).json()["id"]
+    cached = quick(uuid.uuid4().hex)
+    assert cluster.a.post("/generate_ir", cached).json()["status"] == "ok"
+    cluster.redis.stop()
+    down = cluster.b.generate(**quick(uuid.uuid4().hex))
+    assert down["status"] == "error" and down["message"].startswith("broker unavailable")
+    assert cluster.b.get("/health").status_code == 503
+    cluster.redis.start()
+    for replica in (cluster.a, cluster.b):
+        marker = uuid.uuid4().hex
+        deadline = time.monotonic() + 60
+        while (answer := replica.generate(**quick(marker)))["status"] != "ok":
+            assert time.monotonic() < deadline, (answer, cluster.logs())
+            time.sleep(0.5)
+        assert answer["output"] == marker + "\n"
+    # Durable (append-only): the permalink and the cached result came back with Redis.
+    assert cluster.b.get(f"/permalinks/{pid}").json()["state"] == state
+    assert cluster.b.post("/generate_ir", cached).headers["X-Mirai-Cache"] == "hit"
+    job_id = submit(cluster.b, quick(uuid.uuid4().hex))
+    assert wait_state(cluster.a, job_id, ("done", "failed"), 30)["state"] == "done"
+    deadline = time.monotonic() + 20
+    while cluster.a.get("/health").json()["workers_ready"] < len(cluster.live_workers()):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+
+
+def test_a_killed_replicas_jobs_are_answered_by_the_other(cluster):
+    marker = uuid.uuid4().hex
+    job_id = submit(cluster.a, slow(marker))
+    cluster.a.proc.kill()
+    cluster.a.proc.wait(10)
+    status = wait_state(cluster.b, job_id, ("done", "failed"), 60)
+    assert status["state"] == "done" and status["result"]["output"] == marker + "\n"
+    other = uuid.uuid4().hex
+    assert cluster.b.ok(**quick(other)) == other + "\n"
