@@ -29,12 +29,24 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="Python file defining MIRAI_BUILD")
-    p.add_argument("--output", "-o", required=True, help="the tuning table to write (JSON)")
+    p.add_argument(
+        "--output",
+        "-o",
+        required=True,
+        help="the tuning table to write (JSON); an existing one for the same target and "
+        "precision keeps its entries, and gains these",
+    )
     p.add_argument(
         "--batches",
         default=None,
         help="batch sizes to tune at, e.g. 64,512,8000; MIRAI_BUILD's sample_inputs must then be "
         "a function of the batch (default: its samples as they are)",
+    )
+    p.add_argument(
+        "--builds",
+        default=None,
+        metavar="DIR",
+        help="also write each GPU build: DIR/B<batch> (or DIR/samples), as mirai build would",
     )
     p.add_argument("--target", default="sm_90", help="the target builds will name (default: sm_90)")
     p.add_argument("--precision", default=None, choices=precision.names())
@@ -65,8 +77,18 @@ def samples_by_batch(samples, batches: str | None, path: Path) -> dict:
     return {f"batch {b}": samples(b) for b in sizes}
 
 
+def build_folders(samples: dict, builds: str | None) -> dict | None:
+    """{label: DIR/B<batch>} ("batch 64" -> DIR/B64; the module's own samples -> DIR/samples)."""
+    if builds is None:
+        return None
+    return {
+        label: Path(builds) / (f"B{label.split()[-1]}" if label.startswith("batch ") else "samples")
+        for label in samples
+    }
+
+
 def run(args) -> int:
-    from mirai.export.tuning import tune
+    from mirai.export.tuning import TuningTable, tune
 
     path = Path(args.file)
     spec = getattr(load_user_module(path), "MIRAI_BUILD", None)
@@ -79,8 +101,11 @@ def run(args) -> int:
         target=args.target,
         precision=args.precision or spec.get("precision"),
         gemm=args.gemm or spec.get("gemm"),
+        builds=build_folders(samples, args.builds),
         progress=not args.quiet,
     )
+    if Path(args.output).exists():
+        table = TuningTable.load(args.output).merged(table)
     out = table.save(args.output)
     print(f"{len(table.kernels)} kernel configurations and {len(table.gemms)} GEMMs in {out}")
     return 0

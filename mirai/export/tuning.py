@@ -259,10 +259,12 @@ def tune(
     target: str = "sm_90",
     precision: str | None = None,
     gemm: str | None = None,
+    builds: dict | None = None,
     progress: bool = True,
 ) -> TuningTable:
     """Capture `fn` on this machine's GPU with each of `samples` ({label: sample inputs}, e.g.
-    {"batch 64": [...]}) and return what autotuning chose, all of them in one table."""
+    {"batch 64": [...]}) and return what autotuning chose, all of them in one table. `builds`
+    ({label: folder}) also writes the GPU build of each, as `mirai.build` on this GPU would."""
     from mirai.export.capture import capture, use_gpu
     from mirai.export.capture.inductor import DEFAULT_GEMM
     from mirai.export.progress import BuildProgress
@@ -281,15 +283,19 @@ def tune(
     table = None
     with BuildProgress(progress) as show:
         for label, inputs in samples.items():
+            options = dict(
+                precision=precision or DEFAULT_PRECISION, gpu=True, gemm=gemm or DEFAULT_GEMM
+            )
             with show.stage(f"autotune {fn.name} ({label}) on {device}"):
-                cap = capture(
-                    fn,
-                    inputs,
-                    target=tgt,
-                    precision=precision or DEFAULT_PRECISION,
-                    gpu=True,
-                    gemm=gemm or DEFAULT_GEMM,
-                )
+                if builds and label in builds:
+                    from mirai.export.build import build
+
+                    built = build(
+                        fn, inputs, builds[label], target=tgt.name, progress=False, **options
+                    )
+                    cap = built.capture
+                else:
+                    cap = capture(fn, inputs, target=tgt, **options)
             found = table_from_capture(cap, device)
             show.note(
                 f"{label}: {len(found.kernels)} kernel configurations, "

@@ -150,6 +150,8 @@ def test_a_gpuless_build_takes_the_tables_choices_and_computes_right(tmp_path, h
     from_table = [c for g in cap.gemm_timings.values() for c in g if c["source"] == table.origin]
     assert len(from_table) >= 2 and all(c["key"] == gate_up["key"] for c in from_table)
     assert all(c["chosen"] == "triton" and c["config"] == gate_up["config"] for c in from_table)
+    # a tf32 table's template runs TF32 as where it was timed, whatever this torch's size rule
+    assert all("ALLOW_TF32=True" in c["template"] for c in from_table), from_table
     manifest = json.loads((tmp_path / "tuned" / "manifest.json").read_text())
     forward = manifest["ops"]["PffnFwd"]
     assert len(forward["gemms"]) == 1  # the down projection stays in cuBLAS

@@ -93,7 +93,7 @@ def build_on_gpu(batch: int, out: Path, precision: str, dynamic: bool = False) -
     return time.perf_counter() - t
 
 
-def prepare(out: Path, batches, precision: str) -> None:
+def prepare(out: Path, batches, precision: str, tuning: Path | None = None) -> None:
     import pffn as example
 
     import mirai
@@ -105,6 +105,7 @@ def prepare(out: Path, batches, precision: str) -> None:
             output_dir=out / f"B{batch}",
             precision=precision,
             gpu=False,
+            tuning=tuning,
         )
     mirai.build(
         example.pffn,
@@ -113,6 +114,7 @@ def prepare(out: Path, batches, precision: str) -> None:
         precision=precision,
         dynamic=True,
         gpu=False,
+        tuning=tuning,
     )
 
 
@@ -169,12 +171,15 @@ def main(argv=None) -> int:
         "--gpuless", type=Path, help="folder of GPU-less builds (B64/, B2000/, ...)"
     )
     parser.add_argument("--prepare", type=Path, help="only make GPU-less builds into this folder")
+    parser.add_argument(
+        "--tuning", type=Path, help="with --prepare: build with this table (mirai tune)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-gpu-check"))
     parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
     args = parser.parse_args(argv)
     batches = _batches(args.batches)
     if args.prepare:
-        prepare(args.prepare, batches, args.precision)
+        prepare(args.prepare, batches, args.precision, args.tuning)
         return 0
 
     import torch

@@ -133,9 +133,40 @@ def _gemm_choice(num_sms: int, tuning, sink: list):
 
     cache.add_preprocessing_fn(chooser)
     try:
-        yield
+        with _template_tf32_as_measured(tuning):
+            yield
     finally:
         cache.preprocessing_fns.remove(chooser)
+
+
+@contextlib.contextmanager
+def _template_tf32_as_measured(tuning):
+    """With a tuning table, a GEMM template uses TF32 whenever the precision asks for it, as it did
+    where the table was measured (torch 2.11, and this torch on a GPU where sizes allow): torch 2.13's
+    Inductor turns TF32 off in a template unless min(N, K) >= 512, which would make the template
+    the table names a slower IEEE kernel than the one that was timed."""
+    import torch
+
+    try:
+        from torch._inductor.template_heuristics.triton import MMTemplateConfigMixin
+    except ImportError:  # torch 2.11: no such rule
+        MMTemplateConfigMixin = None
+    original = getattr(MMTemplateConfigMixin, "get_extra_kwargs", None)
+    if tuning is None or tuning.precision != "tf32" or original is None:
+        yield
+        return
+
+    def get_extra_kwargs(self, kernel_inputs, op_name):
+        kwargs = original(self, kernel_inputs, op_name)
+        if "ALLOW_TF32" in kwargs:
+            kwargs["ALLOW_TF32"] = torch.backends.cuda.matmul.fp32_precision == "tf32"
+        return kwargs
+
+    MMTemplateConfigMixin.get_extra_kwargs = get_extra_kwargs
+    try:
+        yield
+    finally:
+        MMTemplateConfigMixin.get_extra_kwargs = original
 
 
 def _gemm_key(input_nodes, layout) -> str:
