@@ -3,6 +3,13 @@ cached repeats, and throughput with 8 concurrent clients. Prints a Markdown tabl
 
     .venv/bin/python bench/bench_explorer.py                # starts its own server (2 workers)
     .venv/bin/python bench/bench_explorer.py --iterations 5 --skip-slow
+    .venv/bin/python bench/bench_explorer.py --scale --record   # embedded vs broker, 1/2/4 workers
+
+`--scale` runs one request mix (torch_mlir, triton_ir, raw_ir through mlir-opt; 8 concurrent clients,
+code never seen before) against the embedded server with 1, 2 and 4 workers and against broker mode
+(a redis-server, one `mirai serve --broker` replica, 1, 2 and 4 `mirai worker --workers 1`
+processes), side by side: throughput and p50/p95. `--record` writes the table, with versions and
+date, into bench/RESULTS-explorer.md (section "Past one machine").
 
 Warm requests each send a different code string (a trailing comment) so that neither the result cache
 nor the Triton cache answers them; "cached repeat" sends one request over and over.
@@ -159,11 +166,16 @@ def start_server(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", action="store_true", help="embedded vs broker, 1/2/4 workers")
+    parser.add_argument("--scale-requests", type=int, default=48, help="requests per deployment")
+    parser.add_argument("--record", action="store_true", help="write --scale's table to RESULTS")
     parser.add_argument("--iterations", type=int, default=10, help="warm requests per IR type")
     parser.add_argument("--slow-iterations", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--skip-slow", action="store_true", help="skip inductor/mirai_tf_op")
     args = parser.parse_args()
+    if args.scale:
+        return scale_bench(args.scale_requests, args.record)
 
     with tempfile.TemporaryDirectory(prefix="mirai-bench-") as cache_dir:
         proc, url, start = start_server(args.workers, cache_dir)
@@ -228,6 +240,192 @@ def run_bench(url: str, args) -> list[tuple[str, list[float], str]]:
         )
     )
     return rows
+
+
+# --scale: the same request mix, embedded and in broker mode, with 1, 2 and 4 workers.
+
+SCALE_MIX = [
+    {"code": GUIDE_MODEL, "ir_type": "torch_mlir"},
+    {"code": ADD_KERNEL, "ir_type": "triton_ir"},
+    {
+        "code": RAW_MLIR,
+        "ir_type": "raw_ir",
+        "selected_language": "raw_ir",
+        "mlir_opt": "--canonicalize && --cse",
+        "dump_after_each_opt": True,
+    },
+]
+SCALE_WORKERS = (1, 2, 4)
+SCALE_CLIENTS = 8
+RESULTS = ROOT / "bench" / "RESULTS-explorer.md"
+SCALE_HEADING = "## Past one machine: embedded vs broker"
+
+
+class Deployment:
+    """Processes started for one measurement, stopped in reverse order."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.folder = tempfile.TemporaryDirectory(prefix="mirai-scale-")
+
+    def spawn(self, command: list[str]) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.folder.cleanup()
+
+
+def wait_workers(url: str, workers: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as response:
+                if json.loads(response.read())["workers_ready"] >= workers:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{workers} workers not ready at {url}")
+
+
+def embedded_deployment(workers: int) -> tuple[Deployment, str]:
+    deployment = Deployment()
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "mirai.explorer",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    deployment.spawn(command + ["--cache-dir", deployment.folder.name + "/cache"])
+    return deployment, f"http://127.0.0.1:{port}"
+
+
+def broker_deployment(workers: int) -> tuple[Deployment, str]:
+    deployment = Deployment()
+    redis_port, port = free_port(), free_port()
+    folder = deployment.folder.name
+    deployment.spawn(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port), "--dir", folder]
+        + ["--appendonly", "yes", "--save", ""]
+    )
+    broker = f"redis://127.0.0.1:{redis_port}/0"
+    time.sleep(0.5)
+    for n in range(workers):
+        deployment.spawn(
+            [sys.executable, "-m", "mirai.cli", "worker", "--broker", broker, "--workers", "1"]
+            + ["--cache-dir", f"{folder}/worker-{n}", "--name", f"worker-{n}"]
+        )
+    deployment.spawn(
+        [sys.executable, "-m", "mirai.explorer", "--port", str(port), "--broker", broker]
+        + ["--cache-dir", f"{folder}/replica"]
+    )
+    return deployment, f"http://127.0.0.1:{port}"
+
+
+DEPLOYMENTS = {"embedded": embedded_deployment, "broker": broker_deployment}
+
+
+def measure_mix(url: str, workers: int, requests: int) -> tuple[list[float], float, int]:
+    """Latencies, wall time and errors of `requests` mixed requests from SCALE_CLIENTS clients."""
+    warm = [unique(fields, f"warm-{n}") for n in range(workers) for fields in SCALE_MIX]
+    with ThreadPoolExecutor(SCALE_CLIENTS) as pool:
+        list(pool.map(lambda body: post(url, body), warm))
+    bodies = [unique(SCALE_MIX[i % len(SCALE_MIX)], f"r{i}") for i in range(requests)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(SCALE_CLIENTS) as pool:
+        answers = list(pool.map(lambda body: post(url, body), bodies))
+    wall = time.perf_counter() - started
+    errors = sum(1 for result, _ in answers if result["status"] != "ok")
+    return [elapsed for _, elapsed in answers], wall, errors
+
+
+def versions_line() -> str:
+    from importlib import metadata
+
+    names = ("torch", "triton", "torch-mlir", "arq", "redis")
+    found = ", ".join(f"{name} {metadata.version(name)}" for name in names)
+    server = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
+    server_version = next((w[2:] for w in server.split() if w.startswith("v=")), "?")
+    return f"Python {sys.version.split()[0]}, {found}, redis-server {server_version}"
+
+
+def scale_bench(requests: int, record: bool) -> int:
+    rows = []
+    load_before = os.getloadavg()[0]
+    for workers in SCALE_WORKERS:
+        figures = {}
+        for mode, deploy in DEPLOYMENTS.items():
+            deployment, url = deploy(workers)
+            try:
+                wait_workers(url, workers)
+                figures[mode] = measure_mix(url, workers, requests)
+            finally:
+                deployment.stop()
+            print(f"{mode} {workers} workers: done", file=sys.stderr)
+        rows.append((workers, figures))
+    load_after = os.getloadavg()[0]
+    lines = [
+        "| workers | embedded req/s | embedded p50 ms | embedded p95 ms "
+        "| broker req/s | broker p50 ms | broker p95 ms | errors (emb./broker) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for workers, figures in rows:
+        cells = []
+        for mode in DEPLOYMENTS:
+            latencies, wall, _ = figures[mode]
+            p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
+            cells += [f"{len(latencies) / wall:.1f}", ms(p50), ms(p95)]
+        errors = "/".join(str(figures[mode][2]) for mode in DEPLOYMENTS)
+        lines.append(f"| {workers} | " + " | ".join(cells) + f" | {errors} |")
+    table = "\n".join(lines)
+    cores = os.cpu_count()
+    text = (
+        f"{SCALE_HEADING} ({time.strftime('%Y-%m-%d', time.gmtime())})\n\n"
+        f"`.venv/bin/python bench/bench_explorer.py --scale --record` on this {cores}-core CPU"
+        f" machine ({versions_line()}). One request mix (torch_mlir, triton_ir, raw_ir through"
+        f" mlir-opt in turn; code never seen before, so no cache answers), {requests} requests from"
+        f" {SCALE_CLIENTS} concurrent clients, after each worker has seen each request kind once."
+        " Embedded: `mirai serve --workers N`. Broker: a redis-server (appendonly), one"
+        " `mirai serve --broker` replica and N `mirai worker --workers 1` processes, all on this"
+        f" machine. This machine has {cores} cores: past {cores} workers they only share them, so"
+        " the figures for 4 workers show the cost of more processes, not the gain of more hosts."
+        f" Load average {load_before:.1f} before, {load_after:.1f} after (other jobs shared the"
+        " machine).\n\n"
+        f"{table}\n"
+    )
+    print(text)
+    if record:
+        record_section(RESULTS, SCALE_HEADING, text)
+    return 0
+
+
+def record_section(path: Path, heading: str, text: str) -> None:
+    """Put `text` (a section starting with `heading`) into `path` in place of the section with
+    that heading, or before the first other section after the top one."""
+    old = path.read_text()
+    start = old.find(heading)
+    if start >= 0:
+        end = old.find("\n## ", start + len(heading))
+        new = old[:start] + text.rstrip() + "\n" + (old[end:] if end >= 0 else "")
+    else:
+        first = old.find("\n## ")
+        cut = first + 1 if first >= 0 else len(old)
+        new = old[:cut] + text.rstrip() + "\n\n" + old[cut:]
+    path.write_text(new)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from dataclasses import dataclass
 from importlib import metadata
 
 from arq.connections import ArqRedis
 from redis import Redis
 from redis.asyncio import ConnectionPool as AsyncConnectionPool
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -20,8 +20,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from mirai.explorer.errors import ExplorerError
-
-log = logging.getLogger("mirai.explorer")
 
 QUEUE = "mirai:queue"
 PREFIX = "mirai:"
@@ -48,13 +46,10 @@ class BrokerUnavailable(ExplorerError):
 REDIS_ERRORS = (RedisError, OSError)
 
 
-def _retry() -> Retry:
-    return Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRIES)
-
-
-def _client_options() -> dict:
+def _client_options(retry_type: type = Retry) -> dict:
+    """Options of either client; `retry_type` is redis-py's Retry of its kind (sync or asyncio)."""
     return {
-        "retry": _retry(),
+        "retry": retry_type(ExponentialBackoff(cap=1.0, base=0.05), RETRIES),
         "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionError, OSError],
         "socket_timeout": SOCKET_TIMEOUT_S,
         "socket_connect_timeout": SOCKET_TIMEOUT_S,
@@ -65,7 +60,7 @@ def _client_options() -> dict:
 def async_client(url: str) -> ArqRedis:
     """An asyncio client (arq's, a redis.asyncio.Redis that also enqueues jobs) on mirai's queue.
     It connects on first use and reconnects after a Redis restart."""
-    pool = AsyncConnectionPool.from_url(url, **_client_options())
+    pool = AsyncConnectionPool.from_url(url, **_client_options(AsyncRetry))
     return ArqRedis(pool, job_serializer=dumps, job_deserializer=loads, default_queue_name=QUEUE)
 
 
