@@ -31,14 +31,15 @@ $(STAMPS)/system: Makefile
 	fi
 	@touch $@
 
-# The Python environment: torch 2.13 (CPU), triton 3.7.1, tensorflow-cpu 2.21, the explorer's stack, test tools.
+# The Python environment: torch 2.13 (CPU), triton 3.7.1, tensorflow-cpu 2.21, jax 0.10.2 (CPU), the
+# explorer's stack, test tools.
 python: $(STAMPS)/python
 $(STAMPS)/python: pyproject.toml Makefile
 	@mkdir -p $(STAMPS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "==> installing Python packages into $(VENV)"
 	$(PIP) install $(PIP_FLAGS) "torch==2.13.0" "triton==3.7.1"
-	$(PIP) install $(PIP_FLAGS) -e ".[tf,explorer,dev]"
+	$(PIP) install $(PIP_FLAGS) -e ".[tf,explorer,dev,jax]"
 	@touch $@
 
 # The explorer's web page (TypeScript + Vite), built into the package's static folder.

@@ -81,7 +81,9 @@ def verify(
     op, samples, directory, batches=None, seed: int = 0, device: str = "cuda", runner=None
 ) -> list[Row]:
     """Compare the generated ops in `directory` with `op` at each batch size, on `device` ("cuda",
-    or "cpu" for the CPU driver; `runner` is a mirai.export.hostdriver.HostRunner to reuse)."""
+    or "cpu" for the CPU driver). `runner` runs them instead of the C interface: anything with
+    HostRunner's `forward_backward(directory, inputs, grad_outputs)`, e.g. a HostRunner to reuse, or
+    a front end's runner (mirai.export.frameworks.jax_cpu.JaxHostRunner, jax_run.JaxGpuRunner)."""
     import torch
 
     if device not in ("cuda", "cpu"):
@@ -101,7 +103,8 @@ def verify(
         batches = [_built_batch(manifest)]  # a static build runs at the shapes it was built for
     elif not batches:
         batches = [None]
-    if device == "cuda":
+    own = False
+    if device == "cuda" and runner is None:
         from mirai.export.launch import GeneratedFunction
 
         function = GeneratedFunction(directory, check_inputs=True)
@@ -162,7 +165,7 @@ def verify(
                 if got is not None and name in refs:
                     rows.append(Row(size, name, _rel(got, refs[name]), _allowed(tol, peer, name)))
     finally:
-        if device == "cpu" and own:
+        if own:
             runner.close()
     return rows
 

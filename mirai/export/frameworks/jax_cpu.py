@@ -15,10 +15,8 @@ keeps one, as `HostRunner` does for the C interface, and answers as `HostRunner`
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 
 from mirai.export.hostdriver.runner import HostRunner
 
@@ -31,71 +29,28 @@ class JaxHostRunner(HostRunner):
 
 
 class _Function:
-    """One generated folder's JAX function in the worker: forward, and forward with its vjp."""
+    """One generated folder's JAX function in the worker, on XLA's CPU platform."""
 
     def __init__(self, directory: str, host):
-        import jax
-
-        from mirai.export.frameworks import jax_ffi
+        from mirai.export.frameworks.jax_run import JaxFunction
         from mirai.export.hostdriver import driver
-        from mirai.export.plan import Wiring, py_op_name
 
-        manifest = json.loads((Path(directory) / "manifest.json").read_text())
+        self.function = JaxFunction(directory, "cpu")
         host.index.add_directory(directory)
-        self.cc = driver.compute_capability(manifest["targets"])
-        self.wiring = Wiring.from_json(manifest["wiring"])
-        self.has_backward = f"{manifest['name']}Bwd" in manifest["ops"]
-        api = jax_ffi.load(jax_ffi.build(directory))
-        api.register("cpu")
-        function = getattr(api, py_op_name(manifest["name"]))
-        self.forward = jax.jit(function)
-
-        def forward_backward(args, tangents):
-            outputs, vjp = jax.vjp(function, *args)
-            n = self.wiring.num_outputs
-            return outputs, vjp(tangents[0] if n == 1 else tuple(tangents))
-
-        self.forward_backward = jax.jit(forward_backward)
+        self.cc = driver.compute_capability(self.function.manifest["targets"])
 
     def __call__(self, host, inputs, grad_outputs):
         """Outputs and gradients as torch tensors (None where an input gets no gradient)."""
         import numpy as np
 
+        from mirai.export.frameworks.jax_run import check_kept, to_jax, to_torch
+
         host.configure(self.cc)
-        args = [_to_jax(t) for t in inputs]
+        args = [to_jax(t) for t in inputs]
         kept = [np.array(a) for a in args]
-        if self.has_backward:
-            outputs, grads = self.forward_backward(args, [_to_jax(t) for t in grad_outputs])
-        else:
-            outputs, grads = self.forward(*args), [None] * len(args)
-        outputs = [outputs] if self.wiring.num_outputs == 1 else list(outputs)
-        result = [_to_torch(o) for o in outputs]
-        grads = [
-            None if self.wiring.gradients[k] is None else _to_torch(g) for k, g in enumerate(grads)
-        ]
-        for k, (before, arg) in enumerate(zip(kept, args)):
-            if not np.array_equal(before.view(np.uint8), np.asarray(arg).view(np.uint8)):
-                raise RuntimeError(f"the op wrote into its input #{k}: a generated op never may")
-        return result, grads
-
-
-def _to_jax(t):
-    import jax.numpy as jnp
-    import torch
-
-    if t.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds every value exactly
-        return jnp.asarray(t.float().numpy()).astype(jnp.bfloat16)
-    return jnp.asarray(t.detach().contiguous().numpy())
-
-
-def _to_torch(a):
-    import numpy as np
-    import torch
-
-    a = np.asarray(a)
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(a.copy())
+        outputs, grads = self.function.forward_backward(args, [to_jax(t) for t in grad_outputs])
+        check_kept(kept, args)
+        return [to_torch(o) for o in outputs], [None if g is None else to_torch(g) for g in grads]
 
 
 def _serve(inp, out) -> None:
