@@ -251,6 +251,28 @@ def test_cancel_on_one_replica_stops_the_job_on_its_worker(cluster):
     assert cluster.a.ok(**quick(marker)) == marker + "\n"
 
 
+def test_a_stopped_worker_hands_its_job_back_and_a_new_host_joins(cluster, tmp_path):
+    marker = uuid.uuid4().hex
+    job_id = submit(cluster.a, slow(marker))
+    wait_state(cluster.b, job_id, ("running",), 30)
+    first = cluster.record(job_id)["worker"]
+    stopped = cluster.workers[first]
+    stopped.proc.send_signal(signal.SIGTERM)  # as Ctrl-C or a service manager stopping it
+    assert stopped.proc.wait(30) == 0, stopped.log.read_text()[-3000:]
+    # Handed back at once: run again well before a lost worker's claim would expire (~22 s).
+    status = wait_state(cluster.b, job_id, ("done", "failed"), 2 * SLOW_S + 6)
+    assert status["state"] == "done" and status["result"]["output"] == marker + "\n", status
+    assert cluster.record(job_id)["worker"] != first
+    assert first not in cluster.live_workers()  # it said goodbye
+    joined = start_worker(tmp_path, cluster.redis.url, "host-d")
+    cluster.workers[joined.name] = joined
+    deadline = time.monotonic() + 120
+    while joined.name not in cluster.live_workers():
+        assert joined.proc.poll() is None and time.monotonic() < deadline, cluster.logs()
+        time.sleep(0.5)
+    assert cluster.a.get("/health").json()["workers_ready"] == len(WORKERS)
+
+
 def test_a_job_whose_worker_is_killed_runs_again_elsewhere(cluster):
     marker = uuid.uuid4().hex
     job_id = submit(cluster.a, slow(marker))
@@ -262,7 +284,7 @@ def test_a_job_whose_worker_is_killed_runs_again_elsewhere(cluster):
     assert status["state"] == "done", (status, cluster.logs())
     assert status["result"]["output"] == marker + "\n"
     second = cluster.record(job_id)["worker"]
-    assert second != first and second in WORKERS
+    assert second != first and second in cluster.workers
     deadline = time.monotonic() + 20
     while first in cluster.live_workers():  # the killed host drops out of /health
         assert time.monotonic() < deadline

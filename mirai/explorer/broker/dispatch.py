@@ -1,7 +1,7 @@
 """The replica's side of the queue: `RemotePool` has the methods of the embedded `WorkerPool` that
 the service uses (`run`, `stats`, `start`, `close`), but sends each request through Redis to
-whichever `mirai worker` takes it, and waits for its answer there. A client that goes away aborts
-its job on whatever host runs it.
+whichever `mirai worker` takes it, and waits for its answer there (blocked on a list the worker
+pushes the answer to: no polling). A client that goes away aborts its job on whatever host runs it.
 
 Workers announce themselves in `mirai:workers` (see `node`); /health adds them up.
 """
@@ -18,20 +18,29 @@ from dataclasses import dataclass
 from typing import Callable
 
 from arq.jobs import Job as ArqJob
+from arq.jobs import JobStatus as ArqStatus
 from arq.jobs import ResultNotFound
 
-from mirai.explorer.broker.connection import QUEUE, REDIS_ERRORS, async_client, key, loads
+from mirai.explorer.broker.connection import QUEUE, async_client, key, loads
 from mirai.explorer.broker.jobs import failure_response
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.pool import TIMEOUT_GRACE_S, PoolStats, ServerBusy
 from mirai.explorer.settings import Settings
 
 WORKERS = key("workers")
-POLL_S = 0.05  # how often a waiting replica looks for its job's answer
+# A waiting replica blocks on its job's answer list (no polling); every WAIT_S it also asks arq
+# whether the job ended without an answer (its tries spent on lost workers) or was dropped.
+WAIT_S = 1.0
+ANSWER_TTL_S = 60  # an answer nobody waits for (the client left) goes after this
 HEARTBEAT_S = 2.0  # how often a worker announces itself
 HEARTBEAT_STALE_S = 10.0  # a worker silent this long is gone (its entry is dropped)
 # arq keeps a job "in progress" for its time limit plus this, then lets another worker retry it.
 ARQ_IN_PROGRESS_EXTRA_S = 10.0
+
+
+def answer_key(job_id: str) -> str:
+    """The list a worker pushes a job's answer to (JSON), for the replica waiting on it."""
+    return key("answer", job_id)
 
 
 def job_timeout_s(settings: Settings) -> float:
@@ -102,22 +111,29 @@ class RemotePool:
         """The answer of whichever worker takes the request (the synchronous /generate_ir)."""
         job = await self.enqueue(payload["request"], payload["cache_key"], self.new_job_id())
         try:
-            answer = await job.result(timeout=self.job_life_s(), poll_delay=POLL_S)
+            return await self._answer(job)
         except asyncio.CancelledError:  # the client went away: stop the job wherever it runs
             await self.abort(job.job_id)
             raise
-        except REDIS_ERRORS:
-            raise
-        except (asyncio.TimeoutError, ResultNotFound):
-            raise ExplorerError(
-                "no worker answered the request",
-                f"no `mirai worker` finished it within {self.job_life_s():g} s",
-            ) from None
-        except Exception as err:  # noqa: BLE001 (what arq recorded for the job, on another host)
-            return failure_response(err, self.settings.max_tries)
-        if not isinstance(answer, dict):
-            raise ExplorerError(f"internal error: the worker answered {answer!r}")
-        return answer
+
+    async def _answer(self, job: ArqJob) -> dict:
+        """The answer the worker pushes to `answer_key`, or the error arq recorded for the job."""
+        deadline = time.monotonic() + self.job_life_s()
+        while time.monotonic() < deadline:
+            popped = await self.redis.blpop([answer_key(job.job_id)], timeout=WAIT_S)
+            if popped is not None:
+                return json.loads(popped[1])
+            info = await job.result_info()
+            if info is not None and info.success and isinstance(info.result, dict):
+                return info.result
+            if info is not None:  # arq ended it: its tries spent on lost workers
+                return failure_response(info.result, self.settings.max_tries)
+            if await job.status() == ArqStatus.not_found:  # dropped: not taken by --queue-wait
+                break
+        raise ExplorerError(
+            "no worker answered the request",
+            f"no `mirai worker` finished it within {self.job_life_s():g} s",
+        )
 
     async def abort(self, job_id: str) -> None:
         """Tell the worker running `job_id` (or the one that would take it) to stop it."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -23,7 +24,14 @@ import time
 from arq import Worker, func
 
 from mirai.explorer.broker.connection import QUEUE, REDIS_ERRORS, async_client, dumps, key, loads
-from mirai.explorer.broker.dispatch import HEARTBEAT_S, WORKERS, Heartbeat, job_timeout_s
+from mirai.explorer.broker.dispatch import (
+    ANSWER_TTL_S,
+    HEARTBEAT_S,
+    WORKERS,
+    Heartbeat,
+    answer_key,
+    job_timeout_s,
+)
 from mirai.explorer.broker.jobs import JobRecords, final_state
 from mirai.explorer.broker.results import RedisResults
 from mirai.explorer.errors import ExplorerError, error_response
@@ -33,6 +41,9 @@ from mirai.explorer.settings import Settings
 log = logging.getLogger("mirai.explorer")
 
 RECONNECT_S = 1.0
+# How often arq looks for jobs: a job waits about half this before a free worker takes it; an idle
+# worker's polling costs about 5% of a core at 20 ms (9% at 10 ms) on these machines.
+POLL_S = 0.02
 
 
 def default_name() -> str:
@@ -74,6 +85,10 @@ class WorkerNode:
             response = err.as_response()
         await self.results.put(cache_key, response, code=request.get("code", ""))
         await self.records.finish(job_id, final_state(response), response)
+        async with self.redis.pipeline(transaction=True) as tx:  # to the replica waiting, if any
+            tx.rpush(answer_key(job_id), json.dumps(response))
+            tx.expire(answer_key(job_id), ANSWER_TTL_S)
+            await tx.execute()
         return response
 
     async def _beat(self) -> None:
@@ -120,7 +135,7 @@ def make_worker(node: WorkerNode) -> Worker:
         max_tries=settings.max_tries,
         allow_abort_jobs=True,
         handle_signals=False,
-        poll_delay=0.05,
+        poll_delay=POLL_S,
         health_check_key=key("arq-health", node.name),
         ctx={"node": node},
         job_serializer=dumps,
