@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -393,8 +394,7 @@ def scale_bench(requests: int, record: bool) -> int:
         lines.append(f"| {workers} | " + " | ".join(cells) + f" | {errors} |")
     table = "\n".join(lines)
     cores = os.cpu_count()
-    text = (
-        f"{SCALE_HEADING} ({time.strftime('%Y-%m-%d', time.gmtime())})\n\n"
+    about = (
         f"`.venv/bin/python bench/bench_explorer.py --scale --record` on this {cores}-core CPU"
         f" machine ({versions_line()}). One request mix (torch_mlir, triton_ir, raw_ir through"
         f" mlir-opt in turn; code never seen before, so no cache answers), {requests} requests from"
@@ -402,10 +402,15 @@ def scale_bench(requests: int, record: bool) -> int:
         " Embedded: `mirai serve --workers N`. Broker: a redis-server (appendonly), one"
         " `mirai serve --broker` replica and N `mirai worker --workers 1` processes, all on this"
         f" machine. This machine has {cores} cores: past {cores} workers they only share them, so"
-        " the figures for 4 workers show the cost of more processes, not the gain of more hosts."
-        f" Load average {load_before:.1f} before, {load_after:.1f} after (other jobs shared the"
-        " machine).\n\n"
-        f"{table}\n"
+        " the figures for 4 workers show the cost of more processes, not the gain of more hosts;"
+        " in broker mode the replica, Redis and each worker's queue loop share them too. Load"
+        f" average {load_before:.1f} before, {load_after:.1f} after: other jobs shared the"
+        " machine, and figures vary by up to a third from run to run here; read the table for"
+        " its shape."
+    )
+    text = (
+        f"{SCALE_HEADING} ({time.strftime('%Y-%m-%d', time.gmtime())})\n\n"
+        f"{textwrap.fill(about, 100)}\n\n{table}\n"
     )
     print(text)
     if record:

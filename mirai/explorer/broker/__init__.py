@@ -13,9 +13,10 @@ Keys in the Redis database (see docs/explorer.md, Deployment):
     mirai:results                 sorted set of cached result keys by last use (the LRU bound)
     mirai:results-of:<code hash>  set of the result keys of one code string (/free_ir_cache)
     mirai:job:<id>                hash: a POST /jobs job's state, times, worker and result
+    mirai:answer:<id>             list: the worker pushes a job's answer there for the waiting replica
     mirai:workers                 hash: worker name -> its last heartbeat (JSON)
     mirai:permalink:<id>          a saved page state (JSON), kept for good (Redis with appendonly yes)
 
 Modules: `connection` (URL, clients, keys, versions, errors), `results`, `jobs`, `permalinks` (the
-shared stores), `dispatch` (the replica's side of the queue), `node` (the worker's side).
+shared stores), `dispatch` (the replica's side of the queue), `node` (the worker's side), `local` (a cluster on this machine, `make cluster`).
 """
