@@ -264,33 +264,55 @@ def test_a_stopped_worker_hands_its_job_back_and_a_new_host_joins(cluster, tmp_p
     assert status["state"] == "done" and status["result"]["output"] == marker + "\n", status
     assert cluster.record(job_id)["worker"] != first
     assert first not in cluster.live_workers()  # it said goodbye
-    joined = start_worker(tmp_path, cluster.redis.url, "host-d")
-    cluster.workers[joined.name] = joined
-    deadline = time.monotonic() + 120
-    while joined.name not in cluster.live_workers():
-        assert joined.proc.poll() is None and time.monotonic() < deadline, cluster.logs()
-        time.sleep(0.5)
+    join(cluster, start_worker(tmp_path, cluster.redis.url, "host-d"))
     assert cluster.a.get("/health").json()["workers_ready"] == len(WORKERS)
 
 
-def test_a_job_whose_worker_is_killed_runs_again_elsewhere(cluster):
-    marker = uuid.uuid4().hex
+def test_requests_whose_workers_are_killed_run_again_elsewhere(cluster, tmp_path):
+    """A job (POST /jobs) and a synchronous /generate_ir whose hosts die mid-request are both
+    answered, by the one worker left, after the lost ones' claims expire (~22 s here)."""
+    marker, waited = uuid.uuid4().hex, uuid.uuid4().hex
     job_id = submit(cluster.a, slow(marker))
     wait_state(cluster.b, job_id, ("running",), 30)
     first = cluster.record(job_id)["worker"]
-    cluster.workers[first].kill()
-    # arq hands the job to another worker once the lost one's claim has expired (~22 s here).
-    status = wait_state(cluster.b, job_id, ("done", "failed"), 90)
-    assert status["state"] == "done", (status, cluster.logs())
-    assert status["result"]["output"] == marker + "\n"
-    second = cluster.record(job_id)["worker"]
-    assert second != first and second in cluster.workers
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(cluster.b.generate, **slow(waited))
+        second = busy_worker(cluster, other_than=first)
+        cluster.workers[first].kill()
+        cluster.workers[second].kill()
+        status = wait_state(cluster.b, job_id, ("done", "failed"), 90)
+        assert status["state"] == "done", (status, cluster.logs())
+        assert status["result"]["output"] == marker + "\n"
+        assert answer.result(timeout=90) == {"status": "ok", "output": waited + "\n"}
+    assert cluster.record(job_id)["worker"] not in (first, second)
     deadline = time.monotonic() + 20
-    while first in cluster.live_workers():  # the killed host drops out of /health
+    while {first, second} & set(cluster.live_workers()):  # the lost hosts drop out of /health
         assert time.monotonic() < deadline
         time.sleep(0.5)
         cluster.a.get("/health")
-    assert cluster.a.get("/health").json()["workers_ready"] == cluster.running_workers()
+    assert cluster.a.get("/health").json()["workers_ready"] == cluster.running_workers() == 1
+    join(cluster, start_worker(tmp_path, cluster.redis.url, "host-e"))
+
+
+def busy_worker(cluster: Cluster, other_than: str, timeout: float = 30) -> str:
+    """The name of a worker whose heartbeat says it runs a request (not `other_than`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for text in cluster.redis.client().hgetall("mirai:workers").values():
+            beat = json.loads(text)
+            if beat["busy"] and beat["name"] != other_than:
+                return beat["name"]
+        time.sleep(0.2)
+    raise AssertionError(cluster.logs())
+
+
+def join(cluster: Cluster, worker: Worker) -> None:
+    """Add a worker host to the cluster; until it announces itself."""
+    cluster.workers[worker.name] = worker
+    deadline = time.monotonic() + 120
+    while worker.name not in cluster.live_workers():
+        assert worker.proc.poll() is None and time.monotonic() < deadline, cluster.logs()
+        time.sleep(0.5)
 
 
 def test_a_job_whose_worker_is_lost_on_its_last_try_fails_clearly(cluster):
