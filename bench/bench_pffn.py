@@ -11,7 +11,8 @@ triton.testing.do_bench, the forward and forward+backward of:
   leaves them); "triton", built on this GPU with gemm="triton" (DIR/gpu-triton-B<batch>);
   "gpuless", static builds made on a machine without a GPU (`--gpuless DIR`: DIR/B<batch>, as
   check_pffn.py --prepare makes them); "dynamic", one GPU-less dynamic build (DIR/dynamic) serving
-  every batch;
+  every batch; "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
+  `mirai tune` wrote on this GPU (`--tuned DIR`, from check_pffn.py --prepare DIR --tuning FILE);
 - torch.compile (max-autotune, no CUDA graphs: kernels against kernels) and eager PyTorch.
 
 Then the host time per call of the dynamic build at a tiny batch, where launch overhead dominates. Prints Markdown tables
@@ -60,6 +61,9 @@ def variants(batch: int, args) -> dict[str, Path]:
     if args.gpuless is not None:
         folders["gpuless"] = args.gpuless / f"B{batch}"
         folders["dynamic"] = args.gpuless / "dynamic"
+    if args.tuned is not None:
+        folders["tuned"] = args.tuned / f"B{batch}"
+        folders["tuned dynamic"] = args.tuned / "dynamic"
     return {n: f for n, f in folders.items() if (f / "manifest.json").exists()}
 
 
@@ -107,6 +111,11 @@ def main(argv=None) -> int:
     parser.add_argument("--builds", type=Path, default=Path("/tmp/mirai-gpu-check"))
     parser.add_argument("--gpuless", type=Path, help="GPU-less builds: DIR/B<batch>, DIR/dynamic")
     parser.add_argument(
+        "--tuned",
+        type=Path,
+        help="GPU-less builds made with a tuning table (mirai tune): DIR/B<batch>, DIR/dynamic",
+    )
+    parser.add_argument(
         "--no-host-time", action="store_true", help="skip the host time at a tiny batch"
     )
     args = parser.parse_args(argv)
@@ -119,7 +128,7 @@ def main(argv=None) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     names = [
         n
-        for n in ("auto", "triton", "gpuless", "dynamic")
+        for n in ("auto", "triton", "gpuless", "dynamic", "tuned", "tuned dynamic")
         if any(n in variants(b, args) for b in batches)
     ]
     build_interfaces({f for b in batches + [8] for f in variants(b, args).values()})
@@ -191,7 +200,9 @@ def main(argv=None) -> int:
         "Builds: auto = built on this GPU, Inductor timing cuBLAS against its Triton templates per "
         "GEMM; gpuless = built on a machine without a GPU (GEMMs in cuBLAS through cuBLASLt); "
         "dynamic = one GPU-less build for every batch; triton = built on this GPU with every GEMM a "
-        "Triton template. torch.compile: mode max-autotune-no-cudagraphs, compiled afresh for each "
+        "Triton template; tuned = built on a machine without a GPU from the tuning table `mirai "
+        "tune` wrote on this GPU (tuned dynamic: one such dynamic build, whose choices are those "
+        "of the table's entries at its sample batch). torch.compile: mode max-autotune-no-cudagraphs, compiled afresh for each "
         "batch with dynamic=False (the static-shape peer a fixed production shape gets).\n\n"
         f"Forward:\n\n| B | {head} | torch.compile | eager | best generated TFLOP/s |\n"
         f"|---|{'---|' * len(names)}---|---|---|\n" + "\n".join(fwd_rows) + "\n\n"

@@ -3,8 +3,8 @@
 Tune once, build anywhere. `mirai tune` captures a function on a GPU at one or more batch sizes,
 where Inductor's autotuner times every candidate, and writes what it kept to a JSON file:
 
-- for each GEMM (keyed by dtype and the sizes of its operands and result): cuBLAS or a Triton
-  template, with the template's blocks, and the best time of each kind;
+- for each GEMM (keyed by dtype, the sizes and strides of its operands and the sizes of its
+  result): cuBLAS or a Triton template, with the template's blocks, and the best time of each kind;
 - for each pointwise or reduction kernel (keyed by graph, kernel name and Inductor's size hints,
   which Inductor rounds up to powers of two, so a key is a shape bucket): the launch configuration
   that ran fastest.
@@ -30,25 +30,29 @@ from pathlib import Path
 
 from mirai.errors import MiraiError
 
-SCHEMA = 1
+SCHEMA = 2
 GEMM_KINDS = ("cublas", "triton")
 # the blocks that name a GEMM template's configuration (Inductor's mm/bmm templates)
 TEMPLATE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 
 
-def gemm_key(dtype: str, operand_sizes, result_sizes) -> str:
-    """A GEMM's key: its dtype and the sizes of its operands and result, e.g.
-    `float32:8x64x256,8x256x1024->8x64x1024`.
+def gemm_key(dtype: str, operands, result_sizes) -> str:
+    """A GEMM's key: its dtype, the sizes and strides of its operands (a transposed view is another
+    kernel, and times otherwise), and the sizes of its result, e.g.
+    `float32:8x64x256(256,2048,1),8x256x1024(262144,1024,1)->8x64x1024`.
 
-    >>> gemm_key("torch.float32", [[8, 64, 256], [8, 256, 1024]], [8, 64, 1024])
-    'float32:8x64x256,8x256x1024->8x64x1024'
+    >>> gemm_key("torch.float32", [([8, 64, 256], [256, 2048, 1]), ([8, 256, 1024], None)], [8, 64, 1024])
+    'float32:8x64x256(256,2048,1),8x256x1024(?)->8x64x1024'
     """
 
     def dims(sizes) -> str:
         return "x".join(str(int(s)) for s in sizes)
 
-    operands = ",".join(dims(s) for s in operand_sizes)
-    return f"{str(dtype).replace('torch.', '')}:{operands}->{dims(result_sizes)}"
+    def strides(values) -> str:
+        return ",".join(str(int(s)) for s in values) if values is not None else "?"
+
+    parts = ",".join(f"{dims(sizes)}({strides(st)})" for sizes, st in operands)
+    return f"{str(dtype).replace('torch.', '')}:{parts}->{dims(result_sizes)}"
 
 
 def kernel_key(graph: str, name: str, size_hints) -> str:

@@ -170,14 +170,21 @@ def _template_tf32_as_measured(tuning):
 
 
 def _gemm_key(input_nodes, layout) -> str:
-    """mirai.export.tuning.gemm_key of a GEMM as Inductor lowers it (sizes at their hints)."""
+    """mirai.export.tuning.gemm_key of a GEMM as Inductor lowers it (sizes and strides at their
+    hints)."""
     from torch._inductor.virtualized import V
 
     from mirai.export.tuning import gemm_key
 
+    def strides(node):
+        try:
+            return [_hint(V, s) for s in node.get_stride()]
+        except (AttributeError, NotImplementedError, TypeError):
+            return None  # a layout not decided yet
+
     return gemm_key(
         layout.dtype,
-        [[_hint(V, s) for s in node.get_size()] for node in input_nodes],
+        [([_hint(V, s) for s in node.get_size()], strides(node)) for node in input_nodes],
         [_hint(V, s) for s in layout.size],
     )
 
