@@ -12,6 +12,12 @@ function in float64; exit status 1 if one exceeds the tolerance.
 
 --cpu runs the generated launch code unchanged on a CPU stand-in for the CUDA driver, which runs
 each launched kernel's Triton source in Triton's interpreter: slow, so use small batches.
+
+--jax runs the ops through the folder's JAX API (its XLA FFI handlers, built with --framework jax)
+under jax.jit and jax.vjp, instead of through their C interface; with --cpu, on XLA's CPU platform
+over the same stand-in.
+
+    mirai verify --cpu --jax generated --batches 3,17
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ def register(sub) -> None:
     p.add_argument("--batches", default="", help="batch sizes for a dynamic build, e.g. 64,2000")
     p.add_argument(
         "--cpu", action="store_true", help="run on the CPU driver (Triton's interpreter), no GPU"
+    )
+    p.add_argument(
+        "--jax",
+        action="store_true",
+        help="through the folder's JAX API (XLA FFI handlers, jax.jit) instead of its C interface",
     )
     p.set_defaults(func=run)
 
@@ -93,8 +104,24 @@ def run(args) -> int:
         batches = [int(b) for b in args.batches.split(",") if b.strip()]
     except ValueError:
         raise MiraiError(f"--batches takes integers, e.g. 3,17; got {args.batches!r}") from None
-    rows = verify(op, samples, directory, batches, device="cpu" if args.cpu else "cuda")
+    runner = None
+    if args.jax:
+        if args.cpu:
+            from mirai.export.frameworks.jax_cpu import JaxHostRunner
+
+            runner = JaxHostRunner()
+        else:
+            from mirai.export.frameworks.jax_run import JaxGpuRunner
+
+            runner = JaxGpuRunner()
+    try:
+        device = "cpu" if args.cpu else "cuda"
+        rows = verify(op, samples, directory, batches, device=device, runner=runner)
+    finally:
+        if runner is not None:
+            runner.close()
     where = "the CPU driver (Triton's interpreter)" if args.cpu else "this GPU"
+    where += ", through JAX" if args.jax else ""
     print(f"{op.name} from {directory}, on {where}:")
     print(table(rows))
     return 0 if all(r.ok for r in rows) else 1

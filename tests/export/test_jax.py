@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -358,3 +359,17 @@ def test_a_wrongly_wired_jax_api_is_caught(builds, cpu, tmp_path):
     rows = verify(fn, samples, broken, device="cpu", runner=cpu)
     bad = {r.name for r in rows if not r.ok}
     assert {"grad w_gate", "grad w_up"} <= bad, table(rows)
+
+
+def test_cli_verify_cpu_through_jax(builds):
+    # the manifest names examples/suite.py; --jax runs the folder's JAX API on the CPU stand-in
+    result = subprocess.run(
+        [sys.executable, "-m", "mirai.cli", "verify", "--cpu", "--jax", builds["masked dynamic"]]
+        + ["--batches", "5"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "on the CPU driver (Triton's interpreter), through JAX" in result.stdout
+    assert re.search(r"\| 5 \| grad x \| \S+ \| 0\.0001 \| yes \|", result.stdout), result.stdout

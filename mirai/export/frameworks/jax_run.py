@@ -80,6 +80,13 @@ class JaxGpuRunner:
     its inputs unchanged."""
 
     def __init__(self):
+        import os
+
+        # torch shares the GPU: jax must not take most of its memory up front
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        import jax
+
+        jax.config.update("jax_enable_x64", True)  # ops may take int64 inputs, as torch gives them
         self.functions: dict[str, JaxFunction] = {}
 
     def function(self, directory) -> JaxFunction:
