@@ -133,14 +133,14 @@ def serve(args: argparse.Namespace) -> int:
 
     settings = settings_of(args)
     # A replica runs no user code (its workers do, sandboxed); the embedded server does.
-    ready = _broker_ready(settings) if settings.broker else _sandbox_ready(settings)
+    ready = broker_ready(settings) if settings.broker else sandbox_ready(settings)
     if not ready:
         return 2
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
-def _broker_ready(settings) -> bool:
+def broker_ready(settings) -> bool:
     """Say which Redis this replica uses and whether it keeps permalinks across a restart."""
     from mirai.explorer.broker.connection import check_url, durability, sync_client
     from mirai.explorer.errors import ExplorerError
@@ -161,7 +161,7 @@ def _broker_ready(settings) -> bool:
     return True
 
 
-def _sandbox_ready(settings, command: str = "serve") -> bool:
+def sandbox_ready(settings, command: str = "serve") -> bool:
     """Refuse to serve without a working sandbox unless told --no-sandbox; say which it is."""
     from mirai.explorer import sandbox
     from mirai.explorer.errors import ExplorerError

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import sys
 
-from mirai.cli.serve import _sandbox_ready, add_pool_arguments, settings_of
+from mirai.cli.serve import add_pool_arguments, sandbox_ready, settings_of
 
 
 def register(subparsers) -> None:
@@ -40,7 +40,7 @@ def work(args: argparse.Namespace) -> int:
     except ExplorerError as err:
         print(f"mirai worker: {err.message} ({err.detail})", file=sys.stderr)
         return 2
-    if not _sandbox_ready(settings, "worker"):
+    if not sandbox_ready(settings, "worker"):
         return 2
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"

@@ -7,10 +7,9 @@ hands its parts to the routes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from mirai.explorer.jobs import JobStore
-from mirai.explorer.permalinks_store import PermalinkStore
+from mirai.explorer.jobs import Jobs, JobStore
+from mirai.explorer.permalinks_store import Permalinks, PermalinkStore
 from mirai.explorer.service import Explorer
 from mirai.explorer.settings import Settings
 
@@ -22,8 +21,8 @@ class Backend:
 
     name: str
     explorer: Explorer
-    jobs: Any  # JobStore or broker.jobs.RedisJobStore: submit, status, cancel, close
-    permalinks: Any  # PermalinkStore or broker.permalinks.RedisPermalinkStore: save, load
+    jobs: Jobs
+    permalinks: Permalinks
     outages: tuple[type[BaseException], ...] = ()
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.schemas import GenerateRequest, JobStatus
@@ -42,6 +43,18 @@ class Job:
             finished_at=self.finished_at,
             result=self.result,
         )
+
+
+class Jobs(Protocol):
+    """What the job routes use: this module's `JobStore`, or broker mode's `RedisJobStore`."""
+
+    async def submit(self, request: GenerateRequest, client: str = "") -> str: ...
+
+    async def status(self, job_id: str) -> JobStatus: ...
+
+    async def cancel(self, job_id: str) -> JobStatus: ...
+
+    async def close(self) -> None: ...
 
 
 def unknown_job(job_id: str) -> ExplorerError:

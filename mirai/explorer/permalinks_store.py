@@ -21,6 +21,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Protocol
 
 ENV_VAR = "MIRAI_EXPLORER_PERMALINKS_DB"
 MAX_STATE_BYTES = 1 << 20
@@ -47,6 +48,14 @@ def default_db_path() -> Path:
 def is_valid_id(pid: str) -> bool:
     """Ids are base62, as `save` makes them."""
     return 4 <= len(pid) <= 32 and all(c in _ALPHABET for c in pid)
+
+
+class Permalinks(Protocol):
+    """What the permalink routes use: `PermalinkStore`, or broker mode's `RedisPermalinkStore`."""
+
+    def save(self, state: dict) -> str: ...
+
+    def load(self, pid: str) -> dict | None: ...
 
 
 class StateTooLarge(ValueError):

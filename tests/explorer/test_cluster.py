@@ -25,9 +25,11 @@ import pytest
 import redis
 from explorer_server import ROOT, Server, free_port, start_server, stop_server
 
+from mirai.cli.serve import broker_ready
 from mirai.explorer.broker.connection import async_client
 from mirai.explorer.broker.jobs import JobRecords
 from mirai.explorer.schemas import GenerateRequest
+from mirai.explorer.settings import Settings
 
 TIMEOUT_S = 5  # --timeout of replicas and workers: a lost worker's job is retried ~22 s later
 SLOW_S = 3  # how long the slow requests sleep (less than TIMEOUT_S)
@@ -231,6 +233,22 @@ def test_a_permalink_saved_on_one_replica_loads_on_the_other(cluster):
     assert saved["status"] == "ok"
     assert cluster.b.get(f"/permalinks/{saved['id']}").json()["state"] == state
     assert cluster.b.post("/permalinks", {"state": state}).json()["id"] == saved["id"]
+    missing = cluster.a.get("/permalinks/ZZZZZZZZZZ")
+    assert missing.status_code == 404 and missing.json()["message"] == "permalink not found"
+    too_large = cluster.b.post("/permalinks", {"state": {"code": "x" * (1 << 20)}})
+    assert too_large.status_code == 413 and too_large.json()["status"] == "error"
+
+
+def test_a_replica_warns_when_redis_would_lose_permalinks(cluster, capsys):
+    settings = Settings(broker=cluster.redis.url)
+    assert broker_ready(settings)
+    assert "WARNING" not in capsys.readouterr().err  # appendonly yes
+    cluster.redis.client().config_set("appendonly", "no")
+    try:
+        assert broker_ready(settings)
+        assert "appendonly off" in capsys.readouterr().err
+    finally:
+        cluster.redis.client().config_set("appendonly", "yes")
 
 
 def test_cancel_on_one_replica_stops_the_job_on_its_worker(cluster):

@@ -126,23 +126,27 @@ def versions_tag() -> str:
 
 @dataclass(frozen=True)
 class Durability:
-    """What Redis says of its persistence (CONFIG GET appendonly)."""
+    """What Redis says of its persistence (CONFIG GET appendonly), or why it said nothing."""
 
-    appendonly: bool | None  # None: the server does not say (CONFIG is disabled)
+    appendonly: bool | None  # None: unknown (`problem` says why)
+    problem: str = ""
 
     def warning(self) -> str:
         if self.appendonly:
             return ""
-        why = "its CONFIG is not readable" if self.appendonly is None else "appendonly is off"
+        if self.appendonly is None:
+            return (
+                f"could not ask the broker's Redis whether it persists permalinks: {self.problem}"
+            )
         return (
-            f"the broker's Redis may lose permalinks on a restart ({why}): "
-            "run it with appendonly yes"
+            "the broker's Redis runs with appendonly off: permalinks may not survive a restart"
+            " (run it with appendonly yes)"
         )
 
 
 def durability(client: Redis) -> Durability:
     try:
         value = client.config_get("appendonly").get("appendonly")
-    except RedisError:
-        return Durability(None)
+    except RedisError as err:  # unreachable now, or CONFIG disabled (managed services)
+        return Durability(None, f"{type(err).__name__}: {err}")
     return Durability(value in ("yes", b"yes"))

@@ -22,6 +22,8 @@ from mirai.explorer.broker.connection import QUEUE, key, loads
 from mirai.explorer.errors import ExplorerError, error_response
 from mirai.explorer.jobs import FINISHED, unknown_job
 from mirai.explorer.schemas import GenerateRequest, JobStatus
+from mirai.explorer.service import Explorer
+from mirai.explorer.settings import Settings
 
 # A record younger than this may not have its arq job yet (POST /jobs writes the record first).
 SETTLE_AFTER_S = 5.0
@@ -119,7 +121,7 @@ class RedisJobStore:
     """The job API's store in broker mode: submit through the replica's `RemotePool`, read and
     cancel from any replica."""
 
-    def __init__(self, explorer, settings) -> None:
+    def __init__(self, explorer: Explorer, settings: Settings) -> None:
         self.explorer = explorer
         self.settings = settings
         self.pool = explorer.pool  # a RemotePool

@@ -10,8 +10,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from mirai.explorer.jobs import JobStore
-from mirai.explorer.permalinks_store import PermalinkStore
+from mirai.explorer.jobs import Jobs
+from mirai.explorer.permalinks_store import Permalinks
 from mirai.explorer.service import Explorer
 
 
@@ -20,7 +20,7 @@ def get_explorer(request: Request) -> Explorer:
     return request.app.state.explorer
 
 
-def get_jobs(request: Request) -> JobStore:
+def get_jobs(request: Request) -> Jobs:
     """The app's background jobs."""
     return request.app.state.jobs
 
@@ -30,12 +30,13 @@ def get_client(request: Request) -> str:
     return request.client.host if request.client else ""
 
 
-def get_permalink_store(request: Request) -> PermalinkStore:
-    """The app's permalink store, at Settings.permalinks_db (tests override this)."""
+def get_permalink_store(request: Request) -> Permalinks:
+    """The app's permalink store: SQLite at Settings.permalinks_db, or Redis in broker mode (tests
+    override this)."""
     return request.app.state.permalinks
 
 
 ExplorerDep = Annotated[Explorer, Depends(get_explorer)]
-JobsDep = Annotated[JobStore, Depends(get_jobs)]
+JobsDep = Annotated[Jobs, Depends(get_jobs)]
 ClientDep = Annotated[str, Depends(get_client)]
-StoreDep = Annotated[PermalinkStore, Depends(get_permalink_store)]
+StoreDep = Annotated[Permalinks, Depends(get_permalink_store)]

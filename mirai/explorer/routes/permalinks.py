@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from mirai.explorer.errors import error_response
@@ -38,7 +39,8 @@ async def create_permalink(request: Request, store: StoreDep) -> JSONResponse:
     if not isinstance(body, dict) or not isinstance(body.get("state"), dict):
         return _error(400, "expected a JSON object with a 'state' object", "")
     try:
-        pid = store.save(body["state"])
+        # In a thread: the store may wait on its database (SQLite's lock, a Redis reconnecting).
+        pid = await run_in_threadpool(store.save, body["state"])
     except StateTooLarge as err:
         return _error(413, "page state too large", str(err))
     return JSONResponse({"status": "ok", "id": pid})
