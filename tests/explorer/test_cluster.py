@@ -187,6 +187,44 @@ def wait_state(server: Server, job_id: str, states: tuple[str, ...], timeout: fl
         time.sleep(0.1)
 
 
+def test_the_local_cluster_of_make_cluster_starts_and_stops_whole(tmp_path):
+    """`make cluster`'s launcher: Redis, two replicas, the workers; SIGINT (Ctrl-C) stops all."""
+    port, redis_port = free_port(), free_port()
+    command = [sys.executable, "-m", "mirai.explorer.broker.local", "--workers", "1"]
+    command += ["--port", str(port), "--redis-port", str(redis_port), "--dir", str(tmp_path)]
+    log = tmp_path / "cluster.log"
+    with open(log, "wb") as out:
+        launcher = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        for replica_port in (port, port + 1):
+            url = f"http://127.0.0.1:{replica_port}"
+            while True:
+                assert launcher.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                try:
+                    if httpx.get(url + "/health", timeout=5).json().get("workers_ready") == 1:
+                        break
+                except (httpx.HTTPError, ValueError):
+                    pass
+                time.sleep(0.5)
+        marker = uuid.uuid4().hex
+        answer = httpx.post(f"http://127.0.0.1:{port + 1}/generate_ir", json=quick(marker))
+        assert answer.json() == {"status": "ok", "output": marker + "\n"}
+        children = child_pids(launcher.pid)
+        assert len(children) == 4  # redis-server, two replicas, one worker
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(60) == 0
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
+    assert (tmp_path / "appendonlydir").is_dir()  # Redis kept its data append-only
+
+
+def child_pids(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children]
+
+
 def test_workers_of_every_host_are_counted(cluster):
     assert cluster.live_workers() == sorted(WORKERS)
     for replica in (cluster.a, cluster.b):

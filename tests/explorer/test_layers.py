@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-EXPLORER = Path(__file__).resolve().parents[2] / "mirai" / "explorer"
+ROOT = Path(__file__).resolve().parents[2]
+EXPLORER = ROOT / "mirai" / "explorer"
 WEB_LAYER = {EXPLORER / "app.py", *(EXPLORER / "routes").glob("*.py")}
 
 
@@ -26,3 +30,25 @@ def test_only_the_web_layer_imports_fastapi():
     offenders = [str(p.relative_to(EXPLORER)) for p in domain if "fastapi" in imported_modules(p)]
     assert offenders == []
     assert all("fastapi" in imported_modules(p) for p in (EXPLORER / "app.py",))
+
+
+def test_the_embedded_default_needs_no_broker(tmp_path):
+    """`mirai serve` without --broker imports neither arq nor redis (nor the broker package)."""
+    code = (
+        "import sys\n"
+        "from mirai.explorer.app import create_app\n"
+        "from mirai.explorer.settings import Settings\n"
+        "create_app(Settings())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('arq', 'redis')"
+        " or m.startswith('mirai.explorer.broker')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "MIRAI_EXPLORER_PERMALINKS_DB": str(tmp_path / "p.sqlite3")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
