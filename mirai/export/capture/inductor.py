@@ -354,34 +354,6 @@ def _make_outputs_dense(gm, indices) -> None:
         gm.recompile()
 
 
-def _module_globals(fn, depth: int = 4) -> dict:
-    """The globals of the generated module behind a compiled graph's callable: where its kernels
-    are, autotuned once the graph has run. Inductor may wrap the module's `call` in closures (one
-    that copies misaligned inputs, in torch 2.11 for every graph with inputs to check), whose own
-    globals are Inductor's; the wrapped function sits in a closure cell."""
-    seen = set()
-    todo = [(fn, 0)]
-    while todo:
-        current, level = todo.pop(0)
-        if id(current) in seen or level > depth:
-            continue
-        seen.add(id(current))
-        found = getattr(current, "__globals__", None)
-        if isinstance(found, dict) and any(k.startswith("triton_") for k in found):
-            return found
-        for cell in getattr(current, "__closure__", None) or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if callable(value):
-                todo.append((value, level + 1))
-        wrapped = getattr(current, "__wrapped__", None)
-        if callable(wrapped):
-            todo.append((wrapped, level + 1))
-    return getattr(fn, "__globals__", {}) or {}
-
-
 def compile_graphs(
     gm,
     example_inputs,
@@ -419,7 +391,7 @@ def compile_graphs(
                 placeholders=placeholders,
                 output_names=outputs,
                 example_inputs=list(inputs),
-                module_globals=_module_globals(fn) if gpu else {},
+                module_globals=getattr(fn, "__globals__", {}) if gpu else {},
                 gemm_timings=timings[measured:],
             )
         )
