@@ -175,6 +175,22 @@ def test_shapes_and_dtypes_at_trace_time(builds):
     ]
 
 
+def test_a_function_without_a_backward_op_loads_and_traces(tmp_path):
+    # integers only: the build has a forward op and no backward; its module registers the one
+    # handler it has at import (a one-op tuple once lacked its comma and failed to import)
+    import jax
+    import numpy as np
+
+    fn, samples, _ = SUITE["int_only"]
+    mirai.build(fn, samples(12), tmp_path, gpu=False, progress=False, frameworks=("jax",))
+    run(["bash", "build_jax.sh"], cwd=tmp_path, env=without_cuda_env())
+    assert not list(tmp_path.glob("*Bwd_jax.cc"))
+    api = jax_ffi.load(tmp_path)
+    api.register("cpu")
+    out = jax.eval_shape(api.int_only, *shapes_of((12, 8), (12, 8), dtype="int32"))
+    assert out.shape == (12, 8) and out.dtype == np.int32
+
+
 def _ffi_calls(jaxpr):
     """The ffi_call equations of a jaxpr, inner jaxprs (custom_vjp, pjit) included."""
     found = []
