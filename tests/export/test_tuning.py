@@ -172,3 +172,20 @@ def test_a_gpuless_build_takes_the_tables_choices_and_computes_right(tmp_path, h
 
     rows = verify(pffn, pffn_small, tmp_path / "tuned", device="cpu", runner=host)
     assert rows and all(r.ok for r in rows), row_table(rows)
+
+
+def test_the_h200_table_still_matches_what_this_torch_captures():
+    # bench/tuning/pffn-h200-tf32.json was measured by `mirai tune` on an H200 under torch 2.11;
+    # CI builds with torch 2.13. Its GEMM keys (sizes and strides) must still meet this capture's:
+    # at B=64 the H200 timed a Triton template faster for every one of pffn's 9 GEMMs.
+    from pffn import sample_inputs
+
+    table = TuningTable.load(EXAMPLES.parent / "bench" / "tuning" / "pffn-h200-tf32.json")
+    assert table.versions["torch"].startswith("2.11")
+    cap = capture(pffn, sample_inputs(64), gpu=False, tuning=table)
+    choices = [c for found in cap.gemm_timings.values() for c in found]
+    assert len(choices) == 9
+    assert all(c["source"] == table.origin and c["chosen"] == "triton" for c in choices), choices
+    assert all(c["config"] == table.gemms[c["key"]].config for c in choices)
+    assert all("ALLOW_TF32=True" in c["template"] for c in choices)
+    assert not cap.forward.gemms and not cap.backward.gemms  # no cuBLASLt GEMM left
