@@ -45,9 +45,9 @@ def every_row_passes(rows, batches, expected_tensors):
     assert all(r.ok for r in rows), table(rows)
 
 
-def expected_tensors(fn, samples) -> list[str]:
+def expected_tensors(fn, samples, batch: int = SUITE_BATCH) -> list[str]:
     """output<k> for every output, `grad <p>` for every floating input that gets a gradient."""
-    raw = samples(SUITE_BATCH)
+    raw = samples(batch)
     outputs = fn(*raw)
     n = 1 if not isinstance(outputs, (tuple, list)) else len(outputs)
     grads = [

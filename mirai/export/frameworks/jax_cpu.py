@@ -15,9 +15,6 @@ keeps one, as `HostRunner` does for the C interface, and answers as `HostRunner`
 
 from __future__ import annotations
 
-import os
-import sys
-
 from mirai.export.hostdriver.runner import HostRunner
 
 
@@ -53,35 +50,23 @@ class _Function:
         return [to_torch(o) for o in outputs], [None if g is None else to_torch(g) for g in grads]
 
 
-def _serve(inp, out) -> None:
-    from mirai.export.hostdriver import driver, protocol
-
-    host = driver.get()  # first: the stand-in must be the process's libcuda.so.1
+def jax_handlers() -> dict:
+    """The one request of `JaxHostRunner`: a folder's function forward and backward through JAX
+    (served by mirai.export.hostdriver.worker's loop; jax loads at the first request, after the
+    stand-in driver)."""
     functions: dict[str, _Function] = {}
-    while True:
-        request = protocol.receive(inp)
-        if request is None:
-            return
+
+    def forward_backward(host, request) -> dict:
         directory = request["directory"]
-        start = len(host.launches)
-        try:
-            if request["cmd"] != "forward_backward":
-                raise ValueError(f"unknown request {request['cmd']!r}")
-            if directory not in functions:
-                functions[directory] = _Function(directory, host)
-            outputs, grads = functions[directory](host, request["inputs"], request["grad_outputs"])
-            answer = {"outputs": outputs, "grads": grads}
-        except Exception as err:  # noqa: BLE001 - the parent raises it with its message
-            answer = {"error": f"{type(err).__name__}: {err}", "code": None}
-        answer["launches"] = host.launches[start:]
-        protocol.send(out, answer)
+        if directory not in functions:
+            functions[directory] = _Function(directory, host)
+        outputs, grads = functions[directory](host, request["inputs"], request["grad_outputs"])
+        return {"outputs": outputs, "grads": grads}
 
-
-def main() -> None:
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    _serve(sys.stdin.buffer, out)
+    return {"forward_backward": forward_backward}
 
 
 if __name__ == "__main__":
-    main()
+    from mirai.export.hostdriver import worker
+
+    worker.run(jax_handlers())
