@@ -189,7 +189,17 @@ def capture_graphs(
                 tuned = tuned_config(tuning, graph, kernel_name, tuner)
                 if tuned is not None:
                     return tuned
-            return gpuless_config(kernel_name, source, tuner, target.multi_processor_count)
+            config, origin = gpuless_config(
+                kernel_name, source, tuner, target.multi_processor_count
+            )
+            if gpu:  # say why the run on the GPU left no single configuration to record
+                found = (
+                    f"{len(launchers)} launchers on it after the run"
+                    if real is not None
+                    else f"no such name among the module's {len(gpu_globals)} globals"
+                )
+                origin = origin.replace("no GPU to tune on", f"not autotuned on {device}: {found}")
+            return config, origin
 
         return choose_config
 
