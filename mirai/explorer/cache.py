@@ -20,9 +20,12 @@ class ResultCache:
     """Least-recently-used map from request hash to response; errors are never stored.
 
     >>> import asyncio
+    >>> from concurrent.futures import ThreadPoolExecutor  # a loop of its own, whoever calls
+    >>> def run(coroutine):
+    ...     return ThreadPoolExecutor(1).submit(asyncio.run, coroutine).result()
     >>> cache = ResultCache(max_entries=1)
-    >>> asyncio.run(cache.put("k", {"status": "ok", "output": "x"}, code="c"))
-    >>> asyncio.run(cache.get("k"))["output"]
+    >>> run(cache.put("k", {"status": "ok", "output": "x"}, code="c"))
+    >>> run(cache.get("k"))["output"]
     'x'
     """
 

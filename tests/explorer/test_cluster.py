@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from event_loop import run_coroutine
 from explorer_server import ROOT, Server, free_port, start_server, stop_server
 
 from mirai.cli.serve import broker_ready
@@ -385,7 +386,7 @@ def test_a_job_whose_worker_is_lost_on_its_last_try_fails_clearly(cluster):
         )
         await client.aclose()
 
-    asyncio.run(enqueue_on_last_try())
+    run_coroutine(enqueue_on_last_try())
     wait_state(cluster.a, job_id, ("running",), 30)
     cluster.workers[cluster.record(job_id)["worker"]].kill()
     status = wait_state(cluster.b, job_id, ("done", "failed"), 90)

@@ -4,22 +4,14 @@ clients, waiters that leave, the time limit sent to the worker, and what /health
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
+from event_loop import run_coroutine as run
 
 from mirai.explorer import pool as pool_module
 from mirai.explorer.errors import ExplorerError
 from mirai.explorer.fairqueue import FairQueue
 from mirai.explorer.pool import ServerBusy, WorkerDied, WorkerPool
 from mirai.explorer.settings import Settings
-
-
-def run(coroutine):
-    """asyncio.run in a thread of its own: the test process may already run an event loop in this
-    thread (the browser tests' Playwright does), where asyncio.run refuses."""
-    with ThreadPoolExecutor(1) as executor:
-        return executor.submit(asyncio.run, coroutine).result()
 
 
 async def waiting(queue: FairQueue, client: str) -> asyncio.Task:
