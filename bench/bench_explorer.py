@@ -125,6 +125,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def serve_command(port: int, workers: int) -> list[str]:
+    """`mirai serve` (embedded) on `port` with `workers` workers."""
+    return [sys.executable, "-m", "mirai.explorer", "--port", str(port), "--workers", str(workers)]
+
+
 def start_server(
     workers: int, cache_dir: str, extra: tuple[str, ...] = (), root: Path = ROOT
 ) -> tuple[subprocess.Popen, str, dict]:
@@ -132,16 +137,8 @@ def start_server(
     `extra` flags; its process, URL and start-up timings."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable,
-        "-m",
-        "mirai.explorer",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-    ]
-    command += ["--cache-dir", cache_dir, "--log-level", "warning", "--timeout", "600", *extra]
+    command = serve_command(port, workers) + ["--cache-dir", cache_dir, "--log-level", "warning"]
+    command += ["--timeout", "600", *extra]
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.Popen(
@@ -302,16 +299,9 @@ def wait_workers(url: str, workers: int, timeout: float = 300) -> None:
 def embedded_deployment(workers: int) -> tuple[Deployment, str]:
     deployment = Deployment()
     port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "mirai.explorer",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-    ]
-    deployment.spawn(command + ["--cache-dir", deployment.folder.name + "/cache"])
+    deployment.spawn(
+        serve_command(port, workers) + ["--cache-dir", deployment.folder.name + "/cache"]
+    )
     return deployment, f"http://127.0.0.1:{port}"
 
 

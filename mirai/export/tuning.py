@@ -116,8 +116,7 @@ class TuningTable:
 
     def merged(self, other: "TuningTable") -> "TuningTable":
         """This table with `other`'s entries added (they win where both have a key)."""
-        if (other.target, other.precision) != (self.target, self.precision):
-            other.check(self.target, self.precision)
+        other.check(self.target, self.precision)
         return TuningTable(
             device=self.device,
             target=self.target,

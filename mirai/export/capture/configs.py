@@ -31,9 +31,9 @@ def _without_max_autotune(source: str) -> str:
     return _MAX_AUTOTUNE.sub(r"\1False", source)
 
 
-def gpuless_config(name: str, source: str, tuner, sms: int):
+def gpuless_config(name: str, source: str, tuner, sms: int, why: str = "no GPU to tune on"):
     """(config, origin) for kernel `name` of module `source`, whose autotuner is `tuner`, on a
-    device of `sms` streaming multiprocessors."""
+    device of `sms` streaming multiprocessors; `why` says in the origin why nothing was timed."""
     if len(tuner.configs) == 1:
         return tuner.configs[0], "the kernel's only configuration"
     plain = _without_max_autotune(source)
@@ -43,13 +43,12 @@ def gpuless_config(name: str, source: str, tuner, sms: int):
         except Exception:  # noqa: BLE001 - an Inductor whose heuristics differ: use the search list
             configs = []
         if len(configs) == 1:
-            return configs[0], "Inductor's heuristic configuration (no GPU to tune on)"
+            return configs[0], f"Inductor's heuristic configuration ({why})"
         if configs:
             return _by_rows(configs, _rows_hint(tuner), sms), (
-                "Inductor's heuristic candidates, rows per program for the sample size "
-                "(no GPU to tune on)"
+                f"Inductor's heuristic candidates, rows per program for the sample size ({why})"
             )
-    return tuner.configs[0], "Inductor's first heuristic configuration (no GPU to tune on)"
+    return tuner.configs[0], f"Inductor's first heuristic configuration ({why})"
 
 
 def _rows_hint(tuner) -> int | None:

@@ -189,17 +189,14 @@ def capture_graphs(
                 tuned = tuned_config(tuning, graph, kernel_name, tuner)
                 if tuned is not None:
                     return tuned
-            config, origin = gpuless_config(
-                kernel_name, source, tuner, target.multi_processor_count
-            )
+            why = "no GPU to tune on"
             if gpu:  # say why the run on the GPU left no single configuration to record
-                found = (
+                why = f"not autotuned on {device}: " + (
                     f"{len(launchers)} launchers on it after the run"
                     if real is not None
                     else f"no such name among the module's {len(gpu_globals)} globals"
                 )
-                origin = origin.replace("no GPU to tune on", f"not autotuned on {device}: {found}")
-            return config, origin
+            return gpuless_config(kernel_name, source, tuner, target.multi_processor_count, why)
 
         return choose_config
 
