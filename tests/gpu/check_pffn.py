@@ -178,6 +178,8 @@ def main(argv=None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
     args = parser.parse_args(argv)
     batches = _batches(args.batches)
+    if args.tuning and not args.prepare:
+        parser.error("--tuning is for --prepare (GPU-less builds); builds on a GPU measure")
     if args.prepare:
         prepare(args.prepare, batches, args.precision, args.tuning)
         return 0
