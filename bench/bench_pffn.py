@@ -3,7 +3,7 @@
     python bench/bench_pffn.py [--batches 64,512,2000,8000] [--builds DIR] [--gpuless DIR]
 
 For each batch size (E=8, D=256, H=1024, tf32) it times, side by side on identical inputs with
-triton.testing.do_bench, the forward and forward+backward of:
+triton.testing.do_bench in rounds (results.timed_side_by_side), the forward and forward+backward of:
 
 - the generated ops of the builds found, run through their C interface (the launch code the
   TensorFlow ops wrap; TensorFlow itself cannot be installed on the GPU machine): "auto", built on
@@ -11,8 +11,10 @@ triton.testing.do_bench, the forward and forward+backward of:
   leaves them); "triton", built on this GPU with gemm="triton" (DIR/gpu-triton-B<batch>);
   "gpuless", static builds made on a machine without a GPU (`--gpuless DIR`: DIR/B<batch>, as
   check_pffn.py --prepare makes them); "dynamic", one GPU-less dynamic build (DIR/dynamic) serving
-  every batch; "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
-  `mirai tune` wrote on this GPU (`--tuned DIR`, from check_pffn.py --prepare DIR --tuning FILE);
+  every batch; "bucketed" (DIR/bucketed), one GPU-less dynamic build with a bucket at every
+  batch (mirai.export.buckets); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
+  `mirai tune` wrote on this GPU (`--tuned DIR`, from check_pffn.py --prepare DIR --tuning FILE),
+  and "tuned bucketed" (DIR/bucketed), one dynamic build with a bucket at every batch;
 - torch.compile (max-autotune, no CUDA graphs: kernels against kernels) and eager PyTorch.
 
 Then the host time per call of the dynamic build at a tiny batch, where launch overhead dominates. Prints Markdown tables
@@ -34,7 +36,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-pffn.md"
 
-from results import record, timed  # noqa: E402  (bench/results.py)
+from results import record, timed_side_by_side  # noqa: E402  (bench/results.py)
 
 
 def host_time(fn, calls: int = 300) -> float:
@@ -61,9 +63,11 @@ def variants(batch: int, args) -> dict[str, Path]:
     if args.gpuless is not None:
         folders["gpuless"] = args.gpuless / f"B{batch}"
         folders["dynamic"] = args.gpuless / "dynamic"
+        folders["bucketed"] = args.gpuless / "bucketed"
     if args.tuned is not None:
         folders["tuned"] = args.tuned / f"B{batch}"
         folders["tuned dynamic"] = args.tuned / "dynamic"
+        folders["tuned bucketed"] = args.tuned / "bucketed"
     return {n: f for n, f in folders.items() if (f / "manifest.json").exists()}
 
 
@@ -118,6 +122,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--no-host-time", action="store_true", help="skip the host time at a tiny batch"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds of side-by-side timing (median of them)"
+    )
     args = parser.parse_args(argv)
     torch.set_float32_matmul_precision("high")
 
@@ -128,7 +135,16 @@ def main(argv=None) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     names = [
         n
-        for n in ("auto", "triton", "gpuless", "dynamic", "tuned", "tuned dynamic")
+        for n in (
+            "auto",
+            "triton",
+            "gpuless",
+            "dynamic",
+            "bucketed",
+            "tuned",
+            "tuned dynamic",
+            "tuned bucketed",
+        )
         if any(n in variants(b, args) for b in batches)
     ]
     build_interfaces({f for b in batches + [8] for f in variants(b, args).values()})
@@ -148,16 +164,23 @@ def main(argv=None) -> int:
             y = compiled(*inputs)
             torch.autograd.grad(y, inputs, grad)
 
-        with torch.no_grad():
-            t_eager = timed(lambda: example.pffn.fn(*plain))
-            t_comp = timed(lambda: compiled(*plain))
-        t_eager_fb = timed(eager_fb)
-        t_comp_fb = timed(compiled_fb)
-        gen_fwd, gen_fb = {}, {}
+        def no_grad(fn):
+            def call():
+                with torch.no_grad():
+                    fn(*plain)
+
+            return call
+
+        forward = {"torch.compile": no_grad(compiled), "eager": no_grad(example.pffn.fn)}
+        both = {"torch.compile": compiled_fb, "eager": eager_fb}
         for name, folder in builds.items():
             fn = GeneratedFunction(folder)
-            gen_fwd[name] = timed(lambda: fn(plain))
-            gen_fb[name] = timed(lambda: fn.forward_backward(plain, [grad]))
+            forward[name] = lambda fn=fn: fn(plain)
+            both[name] = lambda fn=fn: fn.forward_backward(plain, [grad])
+        gen_fwd = timed_side_by_side(forward, args.rounds)
+        gen_fb = timed_side_by_side(both, args.rounds)
+        t_comp, t_eager = gen_fwd.pop("torch.compile"), gen_fwd.pop("eager")
+        t_comp_fb, t_eager_fb = gen_fb.pop("torch.compile"), gen_fb.pop("eager")
         flops = 2 * 3 * batch * example.E * example.D * example.H
         best = min(gen_fwd.values())
         fwd_rows.append(
@@ -199,10 +222,14 @@ def main(argv=None) -> int:
         "ops wrap), since TensorFlow cannot be installed on the GPU machine.\n\n"
         "Builds: auto = built on this GPU, Inductor timing cuBLAS against its Triton templates per "
         "GEMM; gpuless = built on a machine without a GPU (GEMMs in cuBLAS through cuBLASLt); "
-        "dynamic = one GPU-less build for every batch; triton = built on this GPU with every GEMM a "
+        "dynamic = one GPU-less build for every batch; bucketed = one GPU-less dynamic build "
+        "captured at every batch of this table, each batch running the kernels of its own bucket; triton = built on this GPU with every GEMM a "
         "Triton template; tuned = built on a machine without a GPU from the tuning table `mirai "
         "tune` wrote on this GPU (tuned dynamic: one such dynamic build, whose choices are those "
-        "of the table's entries at its sample batch). torch.compile: mode max-autotune-no-cudagraphs, compiled afresh for each "
+        "of the table's entries at its sample batch; tuned bucketed: one dynamic build captured at "
+        "every batch of this table with the tuning table). Timing: "
+        f"every candidate of a batch in turn, {args.rounds} rounds, the median of its rounds "
+        "(triton do_bench medians). torch.compile: mode max-autotune-no-cudagraphs, compiled afresh for each "
         "batch with dynamic=False (the static-shape peer a fixed production shape gets).\n\n"
         f"Forward:\n\n| B | {head} | torch.compile | eager | best generated TFLOP/s |\n"
         f"|---|{'---|' * len(names)}---|---|---|\n" + "\n".join(fwd_rows) + "\n\n"

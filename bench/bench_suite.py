@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-suite.md"
 
-from results import record, timed  # noqa: E402  (bench/results.py)
+from results import record, timed_side_by_side  # noqa: E402  (bench/results.py)
 
 
 def measure(name: str, folder: Path, batch: int) -> dict:
@@ -54,12 +54,21 @@ def measure(name: str, folder: Path, batch: int) -> dict:
     outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
     tangents = [torch.randn_like(o) if o.is_floating_point() else None for o in outs]
     row = {}
-    with torch.no_grad():
-        row["fwd"] = {
-            "generated": timed(lambda: generated(plain)),
-            "torch.compile": timed(lambda: compiled(*plain)),
-            "eager": timed(lambda: op.fn(*plain)),
+
+    def no_grad(fn):
+        def call():
+            with torch.no_grad():
+                fn()
+
+        return call
+
+    row["fwd"] = timed_side_by_side(
+        {
+            "generated": no_grad(lambda: generated(plain)),
+            "torch.compile": no_grad(lambda: compiled(*plain)),
+            "eager": no_grad(lambda: op.fn(*plain)),
         }
+    )
     if generated.backward is None or not any(grads):
         return row
 
@@ -76,11 +85,13 @@ def measure(name: str, folder: Path, batch: int) -> dict:
 
         return run
 
-    row["fwd+bwd"] = {
-        "generated": timed(lambda: generated.forward_backward(plain, tangents)),
-        "torch.compile": timed(backward_of(compiled)),
-        "eager": timed(backward_of(op.fn)),
-    }
+    row["fwd+bwd"] = timed_side_by_side(
+        {
+            "generated": lambda: generated.forward_backward(plain, tangents),
+            "torch.compile": backward_of(compiled),
+            "eager": backward_of(op.fn),
+        }
+    )
     return row
 
 

@@ -143,7 +143,7 @@ typedef void* (*AllocateFn)(void*, size_t);
 
 struct Op {
   int (*num_symbols)();
-  int (*num_launches)(int*, int*, int*);
+  int (*num_launches)(const int64_t*, int*, int*, int*);
   int (*bind)(const int64_t*, const int*, int64_t*, char*, size_t);
   void (*output_shape)(int, const int64_t*, int64_t*);
   int (*run)(void*, const int64_t*, const void* const*, void* const*, AllocateFn, void*, char*, size_t);
@@ -453,8 +453,6 @@ int Main(int argc, char** argv) {
   const Op op = OpenOp(o.lib, o.op);
   const std::vector<TensorSpec> inputs = ParseInputs(o.inputs);
   std::vector<TensorSpec> outputs = ParseOutputs(o.outputs);
-  int kernels = 0, gemms = 0, copies = 0;
-  const int launches = op.num_launches(&kernels, &gemms, &copies);
 
   // bind once: the symbols from the input shapes, in rows of the op's largest rank (kMaxRank)
   size_t max_rank = 1;
@@ -471,6 +469,8 @@ int Main(int argc, char** argv) {
   if (op.bind(dims.data(), ranks.data(), symbols.data(), err, sizeof err) != 0) {
     throw Failure(std::string("bind: ") + err);
   }
+  int kernels = 0, gemms = 0, copies = 0;  // of the variant these symbols pick
+  const int launches = op.num_launches(symbols.data(), &kernels, &gemms, &copies);
   const auto bind_start = Clock::now();
   const int bind_calls = 1000;
   for (int i = 0; i < bind_calls; ++i) op.bind(dims.data(), ranks.data(), symbols.data(), err, sizeof err);

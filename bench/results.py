@@ -1,5 +1,5 @@
-"""What the benches share: timing a call (`timed`), and recording Markdown results, the new text on
-top and the earlier results kept below it (`record`).
+"""What the benches share: timing calls side by side in rounds (`timed_side_by_side`), and
+recording Markdown results, the new text on top and the earlier results kept below it (`record`).
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
 
@@ -16,11 +16,23 @@ from pathlib import Path
 HISTORY = "## Earlier results"
 
 
-def timed(fn) -> float:
-    """Milliseconds per call of `fn` on the GPU (triton.testing.do_bench: CUDA events, median)."""
+def timed_side_by_side(fns: dict, rounds: int = 5) -> dict:
+    """Milliseconds per call of each of `fns` (name -> callable): `rounds` rounds in which each is
+    timed once in turn (each round starting one further along), the median of its rounds. Drift of
+    the machine over the run (clocks, other processes) then falls on every candidate alike instead
+    of on whichever was timed during it."""
+    import statistics
+
     from triton.testing import do_bench
 
-    return do_bench(fn, warmup=25, rep=100)
+    names = list(fns)
+    for name in names:  # compile, allocate and warm every candidate first
+        do_bench(fns[name], warmup=10, rep=20)
+    samples = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            samples[name].append(do_bench(fns[name], warmup=5, rep=40, return_mode="median"))
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def record(path: Path, text: str, title: str) -> str:

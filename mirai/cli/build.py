@@ -4,6 +4,7 @@ The file either calls `mirai.build` itself when run as a script, or defines `MIR
 "sample_inputs": list or callable}`; options on the command line override the file's.
 
     mirai build examples/pffn.py --target sm_90 --output-dir generated
+    mirai build examples/pffn_dynamic.py --buckets 64,512,2000,8000 --tuning bench/tuning/pffn-h200-tf32.json
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ def register(sub) -> None:
     )
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(
+        "--buckets",
+        default=None,
+        metavar="B,B,...",
+        help="with --dynamic: batch sizes to capture at, e.g. 64,512,2000,8000; the op runs the "
+        "kernels of the bucket nearest its batch (with --tuning, each bucket takes the table's "
+        "choices at its batch)",
+    )
+    p.add_argument(
         "--framework",
         dest="frameworks",
         action="append",
@@ -89,7 +98,7 @@ def run(args) -> int:
     samples = spec.get("sample_inputs")
     if callable(samples):
         samples = samples()
-    keys = ("target", "precision", "dynamic", "gemm", "frameworks")
+    keys = ("target", "precision", "dynamic", "gemm", "frameworks", "buckets")
     options = {k: spec[k] for k in keys if k in spec}
     for key in keys:
         if getattr(args, key) is not None:

@@ -63,6 +63,7 @@ def build(
     ptx_version: int | None = None,
     gemm: str = DEFAULT_GEMM,
     tuning=None,
+    buckets=None,
     progress: bool = True,
     frameworks=("tf",),
 ) -> BuildResult:
@@ -83,12 +84,16 @@ def build(
     `frameworks` names the front ends over the same launch code: "tf" (default: TensorFlow ops,
     build.sh, <name>_api.py) and "jax" (XLA FFI handlers, build_jax.sh, <name>_jax.py), e.g.
     ("tf", "jax") or "tf,jax" (mirai.export.frameworks).
+    `buckets` (dynamic builds only), batch sizes such as (64, 512, 2000, 8000): the graph is captured
+    at each of them and the op runs, for batch b, the kernels captured at the bucket nearest to b
+    (mirai.export.buckets); with a tuning table each bucket takes the table's choices at its batch.
 
     >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])  # doctest: +SKIP
     >>> result.ops  # doctest: +SKIP
     ['PffnBwd', 'PffnFwd']
     """
-    from mirai.export.capture import capture, use_gpu
+    from mirai.export.buckets import distinct_names, make_buckets, share_identical
+    from mirai.export.capture import capture, capture_buckets, use_gpu
     from mirai.export.compile import CompileOptions, compile_all
     from mirai.export.decorator import Op
     from mirai.export.frameworks import FRAMEWORKS, parse
@@ -103,6 +108,10 @@ def build(
         )
     targets = parse_targets(target)
     frameworks = parse(frameworks)
+    if buckets is not None and not dynamic:
+        raise MiraiError(
+            "buckets are for dynamic builds: pass dynamic=True (or --dynamic) with them"
+        )
     tgt = capture_target(targets)
     if tuning is not None:
         tuning = tuning if isinstance(tuning, TuningTable) else TuningTable.load(tuning)
@@ -115,32 +124,43 @@ def build(
     names = ", ".join(t.name for t in targets)
     with BuildProgress(progress) as show:
         t = time.perf_counter()
-        with show.stage(f"capture {fn.name} for {names} {mode}"):
-            cap = capture(
-                fn,
-                sample_inputs,
-                target=tgt,
-                dynamic=dynamic,
-                precision=precision,
-                gpu=gpu,
-                gemm=gemm,
-                tuning=tuning,
-            )
+        options = dict(
+            target=tgt, dynamic=dynamic, precision=precision, gpu=gpu, gemm=gemm, tuning=tuning
+        )
+        if buckets is None:
+            with show.stage(f"capture {fn.name} for {names} {mode}"):
+                variants = None
+                cap = capture(fn, sample_inputs, **options)
+            captures, labels = [cap], [""]
+        else:
+            sizes = ", ".join(str(b.sample) for b in make_buckets(buckets))
+            with show.stage(f"capture {fn.name} for {names} {mode}, at batches {sizes}"):
+                variants = distinct_names(capture_buckets(fn, sample_inputs, buckets, **options))
+            captures = [c for _, c in variants]
+            labels = [f"at batch {b.sample}: " for b, _ in variants]
+            cap = captures[0]
         timings["capture"] = time.perf_counter() - t
-        if tuning is not None:
-            show.note(tuning_coverage(cap, tuning))
-        counts = [
-            f"{len(g.launches)} {g.name} kernel launches and {len(g.gemms)} GEMMs"
-            for g in (cap.forward, cap.backward)
-            if g is not None
-        ]
-        show.note("captured " + "; ".join(counts))
+        for one, label in zip(captures, labels):
+            if tuning is not None:
+                show.note(label + tuning_coverage(one, tuning))
+            counts = [
+                f"{len(g.launches)} {g.name} kernel launches and {len(g.gemms)} GEMMs"
+                for g in (one.forward, one.backward)
+                if g is not None
+            ]
+            show.note(label + "captured " + "; ".join(counts))
 
         t = time.perf_counter()
         options = CompileOptions(ptxas=ptxas, ptx_version=ptx_version)
-        total = sum(len(k) for k in cap.kernels.values()) * len(targets)
+        kernels = {}
+        for one in captures:
+            for graph, found in one.kernels.items():
+                kernels.setdefault(graph, {}).update(found)
+        total = sum(len(k) for k in kernels.values()) * len(targets)
         with show.stage("compile", total=total) as step:
-            compiled = compile_all(cap.kernels, targets, progress=step.advance, options=options)
+            compiled = compile_all(kernels, targets, progress=step.advance, options=options)
+        if variants is not None:
+            variants, compiled = share_identical(variants, compiled)
         timings["compile"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -152,6 +172,7 @@ def build(
                 targets=[t.name for t in targets],
                 defined_in=_source(fn),
                 frameworks=frameworks,
+                variants=variants,
             )
         timings["render"] = time.perf_counter() - t
         builds = " && ".join(FRAMEWORKS[f].build for f in frameworks)

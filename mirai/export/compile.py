@@ -55,7 +55,7 @@ def compile_kernel(
 
     from mirai.gpu.kernels import load_kernel
 
-    tuner = load_kernel(kernel.name, kernel.source)
+    tuner = load_kernel(kernel.entry, kernel.source)
     cfg = triton.Config(
         dict(kernel.config["kwargs"]),
         num_warps=kernel.config["num_warps"],

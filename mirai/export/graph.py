@@ -134,6 +134,14 @@ class KernelSource:
     source: str  # the kernel's Python module source
     config: dict = field(hash=False)  # kwargs (block sizes), num_warps, num_stages, ...
     config_origin: str = ""  # "autotuned on <GPU>" or "heuristic (GPU-less)"
+    function: str = (
+        ""  # its def in `source`, where `name` differs (the variants of a bucketed build)
+    )
+
+    @property
+    def entry(self) -> str:
+        """The kernel's function in its source, and so the entry of its binaries."""
+        return self.function or self.name
 
 
 @dataclass(frozen=True)

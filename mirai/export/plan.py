@@ -1,8 +1,9 @@
 """Plan: a Capture and its compiled kernels -> a typed, frozen `ExportPlan` that the templates read.
 
 Every field a template can read is declared in this file: `OpPlan` (one generated op), its
-`OpTensor`s, `Binding`s, `Storage`s, `Temp`s, `LaunchStep`s with their `Param`s, `OutputCopy`s and
-embedded `Kernel`s, and `Wiring`, the one description of how the forward op feeds the backward op.
+`OpTensor`s, `Binding`s, `Variant`s (each with its `Storage`s, `Temp`s, `LaunchStep`s with their
+`Param`s, and `OutputCopy`s), embedded `Kernel`s, and `Wiring`, the one description of how the
+forward op feeds the backward op.
 Decisions live here, not in the templates:
 
 - which storage each pointer comes from (an op input, an op output, a temporary allocation);
@@ -330,8 +331,36 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """One way to run an op: its steps, where their storages live, and the copies into outputs.
+
+    An op has one; a bucketed dynamic op (mirai.export.buckets) has one per batch bucket, each
+    captured at its own sample batch, and runs the first whose `upto` bound holds for the batch."""
+
+    storages: tuple[Storage, ...]
+    temps: tuple[Temp, ...]
+    steps: tuple[LaunchStep | GemmStep, ...]
+    copies: tuple[OutputCopy, ...]
+    sample: int | None = None  # the batch it was captured at (bucketed ops)
+    upto: int | None = (
+        None  # it serves batches <= upto; None: every batch the variants before leave
+    )
+
+    @property
+    def launches(self) -> tuple[str, ...]:
+        return tuple(s.kernel for s in self.steps if s.kind == "launch")
+
+    @property
+    def gemms(self) -> tuple[GemmStep, ...]:
+        return tuple(s for s in self.steps if s.kind == "gemm")
+
+
+@dataclass(frozen=True)
 class OpPlan:
-    """One generated op, fully resolved: the templates read these fields and nothing else."""
+    """One generated op, fully resolved: the templates read these fields and nothing else.
+
+    `kernels` are those of every variant (the op embeds them all); `dispatch` names the size symbol
+    that picks the variant, empty when there is one."""
 
     op_name: str
     graph: str  # "forward" or "backward"
@@ -340,11 +369,9 @@ class OpPlan:
     outputs: tuple[OpTensor, ...]
     all_symbols: tuple[str, ...]
     bindings: tuple[Binding, ...]
-    storages: tuple[Storage, ...]
-    temps: tuple[Temp, ...]
-    steps: tuple[LaunchStep | GemmStep, ...]
-    copies: tuple[OutputCopy, ...]
+    variants: tuple[Variant, ...]
     kernels: tuple[Kernel, ...]
+    dispatch: str = ""
 
     @property
     def namespace(self) -> str:
@@ -357,14 +384,6 @@ class OpPlan:
     @property
     def max_rank(self) -> int:
         return max([t.rank for t in self.inputs + self.outputs] + [1])
-
-    @property
-    def launches(self) -> tuple[str, ...]:
-        return tuple(s.kernel for s in self.steps if s.kind == "launch")
-
-    @property
-    def gemms(self) -> tuple[GemmStep, ...]:
-        return tuple(s for s in self.steps if s.kind == "gemm")
 
     def template_fields(self) -> dict:
         """The flat dict a template renders with: every field and derived property above."""
@@ -683,10 +702,14 @@ class _OpBuilder:
             outputs=tuple(self.outputs),
             all_symbols=self.symbols(),
             bindings=self.bindings(),
-            storages=tuple(s for s in self.storage.values() if isinstance(s, Storage)),
-            temps=tuple(s for s in self.storage.values() if isinstance(s, Temp)),
-            steps=self.steps(),
-            copies=copies,
+            variants=(
+                Variant(
+                    storages=tuple(s for s in self.storage.values() if isinstance(s, Storage)),
+                    temps=tuple(s for s in self.storage.values() if isinstance(s, Temp)),
+                    steps=self.steps(),
+                    copies=copies,
+                ),
+            ),
             kernels=_kernels(self.compiled, sources),
         )
 

@@ -15,6 +15,7 @@ The same inputs give byte-identical files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -44,19 +45,28 @@ def render(
     targets=None,
     defined_in: dict | None = None,
     frameworks=front_ends.DEFAULT,
+    variants=None,
 ) -> list[Path]:
     """Write the generated files for `capture` and its kernels compiled for `targets` (default: the
     targets the kernels were compiled for); return their paths (sorted). `defined_in` ({"file",
     "function"}) names the Python function the build came from, for `mirai verify DIR`.
-    `frameworks` names the front ends to render (mirai.export.frameworks: "tf", "jax")."""
+    `frameworks` names the front ends to render (mirai.export.frameworks: "tf", "jax").
+    `variants`, for a bucketed build, are its (Bucket, Capture) pairs (mirai.export.buckets), the
+    first of them `capture`; `compiled` then holds the kernels of all of them."""
     from mirai import __version__
+    from mirai.export.buckets import all_kernels, plan_variants
 
     out = Path(output_dir)
     env = _environment()
     compiled_for = [b.target for k in compiled["forward"].values() for b in k.binaries]
     targets = list(targets or dict.fromkeys(compiled_for) or [capture.target])
     common = {"version": __version__, "targets": targets, "precision": capture.precision}
-    export = plan(capture, compiled)
+    if variants:
+        export = plan_variants(variants, compiled)
+        capture = dataclasses.replace(capture, kernels=all_kernels(variants))
+    else:
+        export = plan(capture, compiled)
+        variants = [(None, capture)]
     frameworks = front_ends.parse(frameworks)
     files: dict[str, str | bytes] = {}
     files["mirai_runtime.h"] = env.get_template("mirai_runtime.h.j2").render(**common)
@@ -84,7 +94,7 @@ def render(
                 )
     for name in frameworks:
         files.update(front_ends.FRAMEWORKS[name].files(env, common, export))
-    manifest = _manifest(capture, compiled, export, targets, defined_in)
+    manifest = _manifest(capture, compiled, export, targets, defined_in, variants)
     manifest["frameworks"] = list(frameworks)
     files["manifest.json"] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
@@ -102,8 +112,38 @@ def render(
     return written
 
 
-def _op_manifest(op: OpPlan, compiled: dict, capture: Capture, wiring) -> dict:
+def _variant_manifest(variant, capture: Capture, graph: str) -> dict:
     return {
+        "launches": list(variant.launches),
+        "gemms": [
+            {
+                "op": g.op,
+                "library": "cublaslt",
+                "batch_m_n_k": list(g.shape),
+                "bias": g.bias,
+                "dots": [g.dots],
+            }
+            for g in variant.gemms
+        ],
+        "gemm_autotune": capture.gemm_timings.get(graph, []),
+    }
+
+
+def _op_manifest(op: OpPlan, compiled: dict, capture: Capture, wiring, variants) -> dict:
+    """One op's entry. A bucketed op lists its variants under "variants" (with the batch each was
+    captured at and the largest it serves); an op of one variant has those keys at the top."""
+    runs = [_variant_manifest(v, cap, op.graph) for v, (_, cap) in zip(op.variants, variants)]
+    if len(runs) == 1:
+        top = runs[0]
+    else:
+        top = {
+            "dispatch": op.dispatch,
+            "variants": [
+                {"sample": v.sample, "upto": v.upto, **run} for v, run in zip(op.variants, runs)
+            ],
+        }
+    return {
+        **top,
         "graph": op.graph,
         "inputs": [
             {
@@ -126,18 +166,6 @@ def _op_manifest(op: OpPlan, compiled: dict, capture: Capture, wiring) -> dict:
             if op.graph == "backward"
             else None
         ),
-        "launches": list(op.launches),
-        "gemms": [
-            {
-                "op": g.op,
-                "library": "cublaslt",
-                "batch_m_n_k": list(g.shape),
-                "bias": g.bias,
-                "dots": [g.dots],
-            }
-            for g in op.gemms
-        ],
-        "gemm_autotune": capture.gemm_timings.get(op.graph, []),
         "kernels": {
             name: {
                 "function": k.function,
@@ -158,7 +186,9 @@ def _op_manifest(op: OpPlan, compiled: dict, capture: Capture, wiring) -> dict:
     }
 
 
-def _manifest(capture: Capture, compiled: dict, export: ExportPlan, targets, defined_in) -> dict:
+def _manifest(
+    capture: Capture, compiled: dict, export: ExportPlan, targets, defined_in, variants
+) -> dict:
     from mirai import __version__
 
     return {
@@ -181,8 +211,10 @@ def _manifest(capture: Capture, compiled: dict, export: ExportPlan, targets, def
         "outputs": [
             {"name": o.name, "dtype": o.dtype, "sizes": list(o.sizes)} for o in capture.outputs
         ],
+        "buckets": [{"sample": b.sample, "upto": b.upto} for b, _ in variants if b is not None],
         "wiring": export.wiring.to_json(),
         "ops": {
-            op.op_name: _op_manifest(op, compiled, capture, export.wiring) for op in export.ops
+            op.op_name: _op_manifest(op, compiled, capture, export.wiring, variants)
+            for op in export.ops
         },
     }

@@ -189,3 +189,18 @@ def test_the_h200_table_still_matches_what_this_torch_captures():
     assert all(c["config"] == table.gemms[c["key"]].config for c in choices)
     assert all("ALLOW_TF32=True" in c["template"] for c in choices)
     assert not cap.forward.gemms and not cap.backward.gemms  # no cuBLASLt GEMM left
+
+
+def test_a_dynamic_build_leaves_a_tables_template_that_would_not_fit_its_shared_memory():
+    # The H200 timed its templates at static sizes, where Triton keeps no more pipeline stages than
+    # the K loop has iterations. At B=64 the weight gradient x^T @ dy (K = the batch) won with
+    # 128x128x64 blocks and 5 stages; with a dynamic batch all 5 stages stay (5 * (128*64 + 64*128)
+    # * 4 = 327680 bytes), more than sm_90's 232448, so the build keeps cuBLAS for that GEMM alone.
+    from pffn import sample_inputs
+
+    table = TuningTable.load(EXAMPLES.parent / "bench" / "tuning" / "pffn-h200-tf32.json")
+    cap = capture(pffn, sample_inputs(64), dynamic=True, gpu=False, tuning=table)
+    choices = [c for found in cap.gemm_timings.values() for c in found]
+    too_big = [c for c in choices if "would need 327680 bytes of shared memory" in c["source"]]
+    assert len(too_big) == 1 and too_big[0]["chosen"] == "cublas", choices
+    assert sum(c["source"] == table.origin for c in choices) == len(choices) - 1

@@ -8,6 +8,7 @@ Two ways, one result:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -51,34 +52,107 @@ def capture(
     >>> cap = capture(pffn, samples, target="sm_90")  # doctest: +SKIP
     >>> [launch.kernel for launch in cap.forward.launches]  # doctest: +SKIP
     """
-    from mirai.gpu import versions
-    from mirai.export.capture.trace import trace
+    job = _Job.prepare(op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning)
+    return job.run(job.traced)
 
-    found = versions.check()
-    tgt = target if isinstance(target, Target) else get_target(target)
-    if tgt.backend != "cuda":
-        raise MiraiError(
-            f"capture generates CUDA kernels; {tgt.name} is a {tgt.backend} target "
-            "(e.g. sm_90, sm_80)"
-        )
-    precision = get_precision(precision).name
-    gemm = gemm_policy(gemm).name
-    on_gpu = use_gpu(gpu)
-    if tuning is not None:
-        if on_gpu:
-            raise MiraiError(
-                "a tuning table is for GPU-less builds; on a GPU the build measures for itself "
-                "(pass gpu=False, or --gpuless, to build from the table)"
-            )
-        tuning.check(tgt.name, precision)
-    traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
-    if on_gpu:
-        from mirai.export.capture.core import capture_graphs
 
-        result = capture_graphs(traced, tgt, precision, gpu=True, name=op.name, gemm=gemm)
+def capture_buckets(
+    op,
+    sample_inputs,
+    buckets,
+    *,
+    target: str | Target = "sm_90",
+    dynamic=True,
+    precision: str = DEFAULT_PRECISION,
+    gpu: bool | None = None,
+    timeout: float = 1800,
+    gemm: str = DEFAULT_GEMM,
+    tuning=None,
+) -> list:
+    """Capture dynamic `op` once per bucket (mirai.export.buckets): the one trace, with the batch
+    symbol's size hint set to each bucket's sample. Returns (Bucket, Capture) pairs in bucket order.
+    GPU-less captures run in parallel worker processes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirai.export.buckets import dispatch_symbol, make_buckets
+
+    if not dynamic:
+        raise MiraiError("buckets are for dynamic builds: pass dynamic=True (or --dynamic)")
+    job = _Job.prepare(op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning)
+    symbol = dispatch_symbol(job.traced.symbols)
+    chosen = make_buckets(buckets)
+    traces = [
+        dataclasses.replace(job.traced, hints={**job.traced.hints, symbol: b.sample})
+        for b in chosen
+    ]
+    if job.on_gpu:
+        captures = [job.run(t) for t in traces]
     else:
-        result = _capture_in_worker(traced, tgt, precision, op.name, timeout, gemm, tuning)
-    return _with_versions(result, found)
+        workers = max(1, min(len(traces), (os.cpu_count() or 2) // 2, 4))
+        with ThreadPoolExecutor(workers, thread_name_prefix="mirai-capture") as pool:
+            captures = list(pool.map(job.run, traces))
+    for bucket, cap in zip(chosen, captures):
+        lowest = cap.symbol_ranges.get(symbol, (0, None))[0]
+        if bucket.sample < lowest:
+            raise MiraiError(
+                f"bucket {bucket.sample} is below {lowest}, the smallest {symbol} the dynamic op "
+                "serves"
+            )
+    return list(zip(chosen, captures))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """A traced function and how to capture it: the part of a capture shared by its buckets."""
+
+    traced: object
+    on_gpu: bool
+    target: Target
+    precision: str
+    name: str
+    timeout: float
+    gemm: str
+    tuning: object
+    versions: dict
+
+    @classmethod
+    def prepare(cls, op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning):
+        from mirai.gpu import versions
+        from mirai.export.capture.trace import trace
+
+        found = versions.check()
+        tgt = target if isinstance(target, Target) else get_target(target)
+        if tgt.backend != "cuda":
+            raise MiraiError(
+                f"capture generates CUDA kernels; {tgt.name} is a {tgt.backend} target "
+                "(e.g. sm_90, sm_80)"
+            )
+        precision = get_precision(precision).name
+        gemm = gemm_policy(gemm).name
+        on_gpu = use_gpu(gpu)
+        if tuning is not None:
+            if on_gpu:
+                raise MiraiError(
+                    "a tuning table is for GPU-less builds; on a GPU the build measures for itself "
+                    "(pass gpu=False, or --gpuless, to build from the table)"
+                )
+            tuning.check(tgt.name, precision)
+        traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
+        return cls(traced, on_gpu, tgt, precision, op.name, timeout, gemm, tuning, dict(found))
+
+    def run(self, traced) -> Capture:
+        """Capture `traced` (this job's trace, or one with other size hints)."""
+        if self.on_gpu:
+            from mirai.export.capture.core import capture_graphs
+
+            result = capture_graphs(
+                traced, self.target, self.precision, gpu=True, name=self.name, gemm=self.gemm
+            )
+        else:
+            result = _capture_in_worker(
+                traced, self.target, self.precision, self.name, self.timeout, self.gemm, self.tuning
+            )
+        return _with_versions(result, self.versions)
 
 
 def _with_versions(result: Capture, found: dict) -> Capture:

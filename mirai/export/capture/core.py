@@ -159,6 +159,7 @@ def capture_graphs(
         precision=precision,
         num_user_outputs=len(trace.outputs),
         num_sms=target.multi_processor_count,
+        shared_memory=target.shared_memory_per_block_optin,
         gemm=gemm,
         tuning=None if gpu else tuning,
     )

@@ -109,10 +109,12 @@ def _matmul_precision(precision: str):
 
 
 @contextlib.contextmanager
-def _gemm_choice(num_sms: int, tuning, sink: list):
+def _gemm_choice(num_sms: int, shared_memory: int, tuning, sink: list):
     """Without a GPU nothing can be benchmarked: take what the tuning table (if any) says for the
     GEMM, else cuBLAS where the policy offers it, else one template config by a roofline heuristic.
-    Each choice, and where it came from, goes to `sink`."""
+    A table's template that would not fit the target's `shared_memory` (bytes per block) at a
+    dynamic reduction size is not taken (`fits_dynamic_k`). Each choice, and where it came from,
+    goes to `sink`."""
     from torch._inductor.select_algorithm import get_algorithm_selector_cache
 
     cache = get_algorithm_selector_cache()
@@ -126,6 +128,13 @@ def _gemm_choice(num_sms: int, tuning, sink: list):
         if entry is not None:
             kept = choose_gemm_tuned(choices, entry)
             source = tuning.origin if kept else "GPU-less default (the table's choice not offered)"
+            if kept and entry.kind == "triton":
+                need = fits_dynamic_k(choices[0], entry.config, shared_memory)
+                if need:
+                    kept, source = [], (
+                        f"GPU-less default (the table's template would need {need} bytes of "
+                        f"shared memory at a dynamic reduction size; the target has {shared_memory})"
+                    )
         if not kept:
             kept = choose_gemm_gpuless(choices, num_sms)
         sink.append(_choice_record(key, kept[0], source))
@@ -204,6 +213,22 @@ def _choice_record(key: str, choice, source: str, ms: dict | None = None) -> dic
     if ms is not None:
         record["ms"] = ms
     return record
+
+
+def fits_dynamic_k(choice, config: dict, shared_memory: int) -> int:
+    """0 if a template with `config`'s blocks fits in `shared_memory` bytes for `choice`'s GEMM,
+    else the bytes it would need. A table measures templates at static sizes, where Triton's
+    pipeline keeps no more stages than the K loop has iterations; with a dynamic K it keeps all
+    `num_stages` buffers of an A and a B tile, which may not fit (the compile would refuse it)."""
+    import sympy
+
+    a = choice.input_nodes[0]
+    k = a.get_size()[-1]
+    if not isinstance(k, sympy.Expr) or not k.free_symbols:
+        return 0
+    tile = config["BLOCK_M"] * config["BLOCK_K"] + config["BLOCK_K"] * config["BLOCK_N"]
+    need = config["num_stages"] * tile * a.get_dtype().itemsize
+    return need if need > shared_memory else 0
 
 
 def choose_gemm_tuned(choices: list, entry) -> list:
@@ -362,6 +387,7 @@ def compile_graphs(
     precision: str,
     num_user_outputs: int,
     num_sms: int = 132,
+    shared_memory: int = 232448,
     gemm: str = DEFAULT_GEMM,
     tuning=None,
 ):
@@ -408,7 +434,7 @@ def compile_graphs(
         )
         stack.enter_context(_matmul_precision(precision))
         if not gpu:
-            stack.enter_context(_gemm_choice(num_sms, tuning, timings))
+            stack.enter_context(_gemm_choice(num_sms, shared_memory, tuning, timings))
         else:
             stack.enter_context(_gemm_timings(timings))
         torch._dynamo.reset()

@@ -163,7 +163,7 @@ class Interpreter:
             with offline_triton(compile_target(ref.target)):
                 module = load_kernel_module(ref.kernel, path.read_text())
             libdevice.install(module)
-            tuner = getattr(module, ref.kernel)
+            tuner = getattr(module, ref.function)
             fn = getattr(tuner, "fn", tuner)
             if type(fn).__name__ != "InterpretedFunction":
                 raise MiraiError(
