@@ -82,7 +82,7 @@ def autotune_table(args, batches) -> str:
             continue
         manifest = json.loads((folder / "manifest.json").read_text())
         for op, spec in manifest["ops"].items():
-            for t in spec.get("gemm_autotune", []):
+            for t in (t for v in spec["variants"] for t in v["gemm_autotune"]):
                 if t.get("source") != "measured":
                     continue
                 ms = t["ms"]

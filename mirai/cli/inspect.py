@@ -54,7 +54,12 @@ def summary(manifest: dict) -> list[str]:
     for op, spec in manifest["ops"].items():
         ins = ", ".join(f"{i['name']}: {i['dtype']}{list(i['sizes'])}" for i in spec["inputs"])
         outs = ", ".join(f"{o['name']}: {o['dtype']}{list(o['sizes'])}" for o in spec["outputs"])
-        lines.append(f"{op}({ins}) -> ({outs}); {len(spec['launches'])} launches")
+        runs = [
+            f"{len(v['launches'])} launches and {len(v['gemms'])} GEMMs"
+            + ("" if v["sample"] is None else f" captured at {spec['dispatch']} = {v['sample']}")
+            for v in spec["variants"]
+        ]
+        lines.append(f"{op}({ins}) -> ({outs}); " + "; ".join(runs))
     return lines
 
 

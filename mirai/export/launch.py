@@ -54,6 +54,7 @@ def build_capi(directory: Path, op: str) -> Path:
                 "-O2",
                 "-shared",
                 "-fPIC",
+                "-fvisibility=hidden",  # only the C interface (capi.cc.j2's MIRAI_CAPI) is exported
                 str(source),
                 "-o",
                 str(library),

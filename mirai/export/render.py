@@ -130,20 +130,14 @@ def _variant_manifest(variant, capture: Capture, graph: str) -> dict:
 
 
 def _op_manifest(op: OpPlan, compiled: dict, capture: Capture, wiring, variants) -> dict:
-    """One op's entry. A bucketed op lists its variants under "variants" (with the batch each was
-    captured at and the largest it serves); an op of one variant has those keys at the top."""
-    runs = [_variant_manifest(v, cap, op.graph) for v, (_, cap) in zip(op.variants, variants)]
-    if len(runs) == 1:
-        top = runs[0]
-    else:
-        top = {
-            "dispatch": op.dispatch,
-            "variants": [
-                {"sample": v.sample, "upto": v.upto, **run} for v, run in zip(op.variants, runs)
-            ],
-        }
+    """One op's entry. Its `variants` say what a call runs: one, or one per bucket of a bucketed
+    build, with the batch each was captured at and the largest it serves."""
     return {
-        **top,
+        "dispatch": op.dispatch,
+        "variants": [
+            {"sample": v.sample, "upto": v.upto, **_variant_manifest(v, cap, op.graph)}
+            for v, (_, cap) in zip(op.variants, variants)
+        ],
         "graph": op.graph,
         "inputs": [
             {

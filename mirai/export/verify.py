@@ -32,8 +32,9 @@ def matmul_kinds(manifest: dict, target: str | None = None) -> set[str]:
     library GEMMs (the same on every target)."""
     kinds = set()
     for op in manifest["ops"].values():
-        for gemm in op.get("gemms", ()):
-            kinds.update(gemm["dots"])
+        for variant in op["variants"]:
+            for gemm in variant["gemms"]:
+                kinds.update(gemm["dots"])
         for kernel in op["kernels"].values():
             for name, binary in kernel["binaries"].items():
                 if target is None or name == target:

@@ -114,3 +114,9 @@ def host():
 
     with HostRunner() as runner:
         yield runner
+
+
+def only_variant(spec: dict) -> dict:
+    """What one op of a build without buckets runs (its manifest entry's one variant)."""
+    assert len(spec["variants"]) == 1 and spec["variants"][0]["sample"] is None, spec["variants"]
+    return spec["variants"][0]

@@ -16,6 +16,7 @@ import sys
 import pytest
 
 import mirai
+from mirai.cli.inspect import summary
 from mirai.errors import MiraiError
 from mirai.export.buckets import make_buckets, plan_variants
 from mirai.export.capture import capture
@@ -94,6 +95,11 @@ def test_each_bucket_is_captured_at_its_batch_and_the_table_applies_at_its_own(b
         launched = {k for v in op["variants"] for k in v["launches"]}
         assert launched == set(op["kernels"])
         assert all(k.endswith(("_b4", "_b16")) for k in launched)
+    text = "\n".join(summary(manifest))
+    assert (
+        "2 launches and 3 GEMMs captured at s0 = 4; 3 launches and 1 GEMMs captured at s0 = 16"
+        in text
+    )
     launch_code = (out / "PffnFwd_launch.h").read_text()
     assert "if (sym.s0 <= 8) return 0;" in launch_code
     assert launch_code.count("inline mirai_rt::Status RunVariant") == 2
@@ -127,3 +133,24 @@ def test_variants_whose_interfaces_differ_are_refused(bucketed):
     plan_variants([(buckets[0], cap), (buckets[1], cap)], own)  # the same interface: accepted
     with pytest.raises(MiraiError, match="differ from those captured at 4"):
         plan_variants([(buckets[0], cap), (buckets[1], changed)], own)
+
+
+def test_a_c_interface_library_exports_its_functions_and_shares_no_state(bucketed):
+    # Statics of inline functions (a variant's GEMM plan memo, the runtime's caches) would otherwise
+    # be GNU-unique symbols that the dynamic linker merges across every library loaded, even with
+    # RTLD_LOCAL: two builds of one op in one process, with other GEMM counts, then wrote past each
+    # other's arrays (a crash on the H200 when one process checked several pffn builds).
+    import subprocess
+
+    from mirai.export.launch import build_capi
+
+    out, _ = bucketed
+    library = build_capi(out, "PffnFwd")
+    listed = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    ours = sorted(line.split()[-1] for line in listed if "mirai" in line)
+    assert ours == sorted(
+        f"mirai_PffnFwd_{name}"
+        for name in ("num_symbols", "num_launches", "binaries", "bind", "output_shape", "run")
+    ), ours
