@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-pffn.md"
 
-from results import record, timed_side_by_side  # noqa: E402  (bench/results.py)
+from results import record, timed_side_by_side, without_grad  # noqa: E402  (bench/results.py)
 
 
 def host_time(fn, calls: int = 300) -> float:
@@ -104,6 +104,39 @@ def cell(times: dict, name: str, peer: float) -> str:
     return f"{times[name]:.3f} ({peer / times[name]:.2f}x)" if name in times else "-"
 
 
+def gpu_time_row(batch: int, names, forward: dict, both: dict, rounds: int) -> str:
+    """One row of GPU times: forward and forward+backward of every candidate, as CUDA graphs. A
+    candidate that cannot be captured (autograd's backward of a peer may not be) gets a dash."""
+    import torch
+
+    def capturable(fns: dict) -> dict:
+        kept = {}
+        for name, fn in fns.items():
+            try:
+                timed_side_by_side({name: fn}, 1, graphs=True)
+                kept[name] = fn
+            except Exception as err:  # noqa: BLE001 (reported, then left out of the row)
+                print(f"{name}: not capturable as a CUDA graph: {type(err).__name__}: {err}")
+                torch.cuda.synchronize()
+        return kept
+
+    fwd = timed_side_by_side(capturable(forward), rounds, graphs=True)
+    fb = timed_side_by_side(capturable(both), rounds, graphs=True)
+    peer = fwd.get("torch.compile")
+
+    def pair(name: str) -> str:
+        f = f"{fwd[name]:.3f}" if name in fwd else "-"
+        b = f"{fb[name]:.3f}" if name in fb else "-"
+        ratio = f" ({peer / fwd[name]:.2f}x)" if peer and name in fwd else ""
+        return f"{f} / {b}{ratio}"
+
+    return (
+        f"| {batch} | "
+        + " | ".join(pair(n) for n in names)
+        + f" | {pair('torch.compile')} | {pair('eager')} |"
+    )
+
+
 def main(argv=None) -> int:
     import torch
 
@@ -124,6 +157,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="rounds of side-by-side timing (median of them)"
+    )
+    parser.add_argument(
+        "--graphs",
+        action="store_true",
+        help="also time GPU time alone: each candidate as a CUDA graph of its calls",
     )
     args = parser.parse_args(argv)
     torch.set_float32_matmul_precision("high")
@@ -148,7 +186,7 @@ def main(argv=None) -> int:
         if any(n in variants(b, args) for b in batches)
     ]
     build_interfaces({f for b in batches + [8] for f in variants(b, args).values()})
-    fwd_rows, fb_rows = [], []
+    fwd_rows, fb_rows, graph_rows = [], [], []
     for batch in batches:
         builds = variants(batch, args)
         compiled = peer()
@@ -164,14 +202,10 @@ def main(argv=None) -> int:
             y = compiled(*inputs)
             torch.autograd.grad(y, inputs, grad)
 
-        def no_grad(fn):
-            def call():
-                with torch.no_grad():
-                    fn(*plain)
-
-            return call
-
-        forward = {"torch.compile": no_grad(compiled), "eager": no_grad(example.pffn.fn)}
+        forward = {
+            "torch.compile": without_grad(lambda: compiled(*plain)),
+            "eager": without_grad(lambda: example.pffn.fn(*plain)),
+        }
         both = {"torch.compile": compiled_fb, "eager": eager_fb}
         for name, folder in builds.items():
             fn = GeneratedFunction(folder)
@@ -194,6 +228,9 @@ def main(argv=None) -> int:
             + f" | {t_comp_fb:.3f} | {t_eager_fb:.3f} |"
         )
         print(fwd_rows[-1], fb_rows[-1], sep="\n", flush=True)
+        if args.graphs:
+            graph_rows.append(gpu_time_row(batch, names, forward, both, args.rounds))
+            print(graph_rows[-1], flush=True)
 
     tiny = 8
     host = ""
@@ -236,6 +273,14 @@ def main(argv=None) -> int:
         f"Forward + backward:\n\n| B | {head} | torch.compile | eager |\n"
         f"|---|{'---|' * len(names)}---|---|\n" + "\n".join(fb_rows) + "\n\n" + host
     )
+    if graph_rows:
+        text += (
+            "GPU time alone (each candidate timed as a CUDA graph of its calls, which takes the "
+            "host out: Python, ctypes and launch overhead), forward / forward+backward, ms; "
+            "ratio against torch.compile's forward (a dash where a candidate could not be "
+            f"captured):\n\n| B | {head} | torch.compile | eager |\n"
+            f"|---|{'---|' * len(names)}---|---|\n" + "\n".join(graph_rows) + "\n\n"
+        )
     text += autotune_table(args, batches)
     print(text)
     record(RESULTS, text, "# pffn benchmark")

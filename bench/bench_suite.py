@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-suite.md"
 
-from results import record, timed_side_by_side  # noqa: E402  (bench/results.py)
+from results import record, timed_side_by_side, without_grad  # noqa: E402  (bench/results.py)
 
 
 def measure(name: str, folder: Path, batch: int) -> dict:
@@ -55,18 +55,11 @@ def measure(name: str, folder: Path, batch: int) -> dict:
     tangents = [torch.randn_like(o) if o.is_floating_point() else None for o in outs]
     row = {}
 
-    def no_grad(fn):
-        def call():
-            with torch.no_grad():
-                fn()
-
-        return call
-
     row["fwd"] = timed_side_by_side(
         {
-            "generated": no_grad(lambda: generated(plain)),
-            "torch.compile": no_grad(lambda: compiled(*plain)),
-            "eager": no_grad(lambda: op.fn(*plain)),
+            "generated": without_grad(lambda: generated(plain)),
+            "torch.compile": without_grad(lambda: compiled(*plain)),
+            "eager": without_grad(lambda: op.fn(*plain)),
         }
     )
     if generated.backward is None or not any(grads):

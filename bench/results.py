@@ -1,5 +1,6 @@
-"""What the benches share: timing calls side by side in rounds (`timed_side_by_side`), and
-recording Markdown results, the new text on top and the earlier results kept below it (`record`).
+"""What the benches share: timing calls side by side in rounds (`timed_side_by_side`, from
+mirai.gpu.timing, which `mirai tune` uses too; `without_grad`), and recording Markdown results, the new text on
+top and the earlier results kept below it (`record`).
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
 
@@ -13,26 +14,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mirai.gpu.timing import timed_side_by_side  # noqa: F401  (the benches time with it)
+
 HISTORY = "## Earlier results"
 
 
-def timed_side_by_side(fns: dict, rounds: int = 5) -> dict:
-    """Milliseconds per call of each of `fns` (name -> callable): `rounds` rounds in which each is
-    timed once in turn (each round starting one further along), the median of its rounds. Drift of
-    the machine over the run (clocks, other processes) then falls on every candidate alike instead
-    of on whichever was timed during it."""
-    import statistics
+def without_grad(call):
+    """`call` (no arguments) run under torch.no_grad(): a forward as inference times it."""
+    import torch
 
-    from triton.testing import do_bench
+    def run():
+        with torch.no_grad():
+            call()
 
-    names = list(fns)
-    for name in names:  # compile, allocate and warm every candidate first
-        do_bench(fns[name], warmup=10, rep=20)
-    samples = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            samples[name].append(do_bench(fns[name], warmup=5, rep=40, return_mode="median"))
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return run
 
 
 def record(path: Path, text: str, title: str) -> str:

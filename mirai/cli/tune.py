@@ -1,9 +1,11 @@
 """`mirai tune FILE`: measure once, on a GPU, what GPU-less builds of FILE's op should choose.
 
 Captures the op on this machine's GPU at each batch size asked for: torch.compile's max-autotune
-times every GEMM as cuBLAS and as Triton templates, and each kernel's candidate configurations. What
-won is written as a tuning table (mirai.export.tuning); `mirai build --tuning FILE`, on any
-machine, then builds GPU-less with those choices.
+times every GEMM as cuBLAS and as Triton templates, and each kernel's candidate configurations. Where
+it kept templates, the op is built again with every GEMM in cuBLAS and both are timed whole: a
+graph keeps its templates only if its op ran faster with them (--no-op-check skips this). What won
+is written as a tuning table (mirai.export.tuning); `mirai build --tuning FILE`, on any machine,
+then builds GPU-less with those choices.
 
     mirai tune examples/pffn.py --batches 64,512,2000,8000 --output pffn-tuning.json
     mirai build examples/pffn.py --tuning pffn-tuning.json --output-dir generated
@@ -51,6 +53,13 @@ def register(sub) -> None:
     p.add_argument("--target", default="sm_90", help="the target builds will name (default: sm_90)")
     p.add_argument("--precision", default=None, choices=precision.names())
     p.add_argument("--gemm", default=None, choices=tuple(GEMM_POLICIES))
+    p.add_argument(
+        "--no-op-check",
+        dest="op_check",
+        action="store_false",
+        help="keep every template autotuning chose, without timing the whole op against a "
+        "cuBLAS-only build",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
     p.set_defaults(func=run)
 
@@ -102,6 +111,7 @@ def run(args) -> int:
         precision=args.precision or spec.get("precision"),
         gemm=args.gemm or spec.get("gemm"),
         builds=build_folders(samples, args.builds),
+        op_check=args.op_check,
         progress=not args.quiet,
     )
     if Path(args.output).exists():

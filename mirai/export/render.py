@@ -64,9 +64,10 @@ def render(
     if variants:
         export = plan_variants(variants, compiled)
         capture = dataclasses.replace(capture, kernels=all_kernels(variants))
+        captured = list(variants)
     else:
         export = plan(capture, compiled)
-        variants = [(None, capture)]
+        captured = [(None, capture)]  # one variant, without a bucket
     frameworks = front_ends.parse(frameworks)
     files: dict[str, str | bytes] = {}
     files["mirai_runtime.h"] = env.get_template("mirai_runtime.h.j2").render(**common)
@@ -94,7 +95,7 @@ def render(
                 )
     for name in frameworks:
         files.update(front_ends.FRAMEWORKS[name].files(env, common, export))
-    manifest = _manifest(capture, compiled, export, targets, defined_in, variants)
+    manifest = _manifest(capture, compiled, export, targets, defined_in, captured)
     manifest["frameworks"] = list(frameworks)
     files["manifest.json"] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 

@@ -5,6 +5,8 @@ where Inductor's autotuner times every candidate, and writes what it kept to a J
 
 - for each GEMM (keyed by dtype, the sizes and strides of its operands and the sizes of its
   result): cuBLAS or a Triton template, with the template's blocks, and the best time of each kind;
+  a template autotuning kept stays only where the whole op ran faster with it than with cuBLAS
+  (`TuningTable.op_checked`; mirai.export.opcheck times the ops);
 - for each pointwise or reduction kernel (keyed by graph, kernel name and Inductor's size hints,
   which Inductor rounds up to powers of two, so a key is a shape bucket): the launch configuration
   that ran fastest.
@@ -72,6 +74,8 @@ class GemmEntry:
     kind: str
     config: dict = field(default_factory=dict, hash=False)  # TEMPLATE_KEYS, for "triton"
     ms: dict = field(default_factory=dict, hash=False)  # best time of each kind measured
+    # the whole-op check of a template autotuning kept: graph, op times, the template's blocks
+    op_check: dict = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         if self.kind not in GEMM_KINDS:
@@ -126,6 +130,55 @@ class TuningTable:
             kernels={**self.kernels, **other.kernels},
         )
 
+    def op_checked(self, graph_keys: dict, times: dict) -> "TuningTable":
+        """This table with the templates of each graph whose op ran no faster with them than with
+        every GEMM in cuBLAS turned back to cuBLAS; each template entry notes the check.
+
+        `graph_keys`: {graph: the GEMM keys of its op}; `times`: {graph: {"table": ms of the op
+        with these choices, "cublas": ms with cuBLAS only}}. A key in several graphs stays a
+        template only if every graph that has it kept its templates.
+
+        >>> t = GemmEntry("triton", {k: 1 for k in TEMPLATE_KEYS}, {"triton": 0.01, "cublas": 0.02})
+        >>> table = TuningTable("H200", "sm_90", "tf32", {}, gemms={"a": t, "b": t})
+        >>> checked = table.op_checked({"forward": {"a"}, "backward": {"b"}},
+        ...     {"forward": {"table": 0.030, "cublas": 0.041}, "backward": {"table": 0.09, "cublas": 0.07}})
+        >>> checked.gemms["a"].kind, checked.gemms["b"].kind, checked.gemms["b"].op_check["kept"]
+        ('triton', 'cublas', False)
+        """
+        verdicts: dict[str, list] = {}
+        for graph, keys in graph_keys.items():
+            if graph not in times:
+                continue
+            ms = {k: float(v) for k, v in times[graph].items()}
+            kept = ms["table"] < ms["cublas"]
+            for key in keys:
+                verdicts.setdefault(key, []).append((graph, ms, kept))
+        gemms = dict(self.gemms)
+        for key, found in verdicts.items():
+            entry = gemms.get(key)
+            if entry is None or entry.kind != "triton":
+                continue
+            kept = all(k for _, _, k in found)
+            check = {
+                "graphs": {graph: ms for graph, ms, _ in found},
+                "kept": kept,
+                "template": dict(entry.config),
+            }
+            gemms[key] = GemmEntry(
+                kind="triton" if kept else "cublas",
+                config=dict(entry.config) if kept else {},
+                ms=dict(entry.ms),
+                op_check=check,
+            )
+        return TuningTable(
+            device=self.device,
+            target=self.target,
+            precision=self.precision,
+            versions=dict(self.versions),
+            gemms=gemms,
+            kernels=dict(self.kernels),
+        )
+
     # -- files ---------------------------------------------------------------------------------
     def to_json(self) -> dict:
         return {
@@ -136,6 +189,7 @@ class TuningTable:
             "versions": dict(sorted(self.versions.items())),
             "gemms": {
                 k: {"kind": e.kind, "config": dict(e.config), "ms": dict(e.ms)}
+                | ({"op_check": e.op_check} if e.op_check else {})
                 for k, e in sorted(self.gemms.items())
             },
             "kernels": {k: self.kernels[k] for k in sorted(self.kernels)},
@@ -163,6 +217,7 @@ class TuningTable:
                     kind=v["kind"],
                     config={str(c): int(n) for c, n in v.get("config", {}).items()},
                     ms={str(c): float(n) for c, n in v.get("ms", {}).items()},
+                    op_check=dict(v.get("op_check") or {}),
                 )
                 for k, v in data["gemms"].items()
             }
@@ -263,11 +318,19 @@ def tune(
     precision: str | None = None,
     gemm: str | None = None,
     builds: dict | None = None,
+    op_check: bool = True,
     progress: bool = True,
 ) -> TuningTable:
     """Capture `fn` on this machine's GPU with each of `samples` ({label: sample inputs}, e.g.
     {"batch 64": [...]}) and return what autotuning chose, all of them in one table. `builds`
-    ({label: folder}) also writes the GPU build of each, as `mirai.build` on this GPU would."""
+    ({label: folder}) also writes the GPU build of each, as `mirai.build` on this GPU would.
+
+    With `op_check`, where autotuning kept Triton templates the op is built a second time with
+    every GEMM in cuBLAS, both builds' forward and backward ops are timed side by side, and a
+    graph keeps its templates only if its op ran faster with them (mirai.export.opcheck)."""
+    import tempfile
+
+    from mirai.export.build import build
     from mirai.export.capture import capture, use_gpu
     from mirai.export.capture.inductor import DEFAULT_GEMM
     from mirai.export.progress import BuildProgress
@@ -284,22 +347,22 @@ def tune(
     device = torch.cuda.get_device_name()
     tgt = get_target(target)
     table = None
-    with BuildProgress(progress) as show:
-        for label, inputs in samples.items():
+    with BuildProgress(progress) as show, tempfile.TemporaryDirectory(prefix="mirai-tune-") as tmp:
+        for number, (label, inputs) in enumerate(samples.items()):
+            work = Path(tmp) / str(number)  # this sample's own folders
             options = dict(
                 precision=precision or DEFAULT_PRECISION, gpu=True, gemm=gemm or DEFAULT_GEMM
             )
+            folder = (builds or {}).get(label) or (work / "tuned" if op_check else None)
             with show.stage(f"autotune {fn.name} ({label}) on {device}"):
-                if builds and label in builds:
-                    from mirai.export.build import build
-
-                    built = build(
-                        fn, inputs, builds[label], target=tgt.name, progress=False, **options
-                    )
+                if folder is not None:
+                    built = build(fn, inputs, folder, target=tgt.name, progress=False, **options)
                     cap = built.capture
                 else:
                     cap = capture(fn, inputs, target=tgt, **options)
             found = table_from_capture(cap, device)
+            if op_check and any(e.kind == "triton" for e in found.gemms.values()):
+                found = _checked_in_op(fn, inputs, folder, cap, found, work, tgt, options, show)
             show.note(
                 f"{label}: {len(found.kernels)} kernel configurations, "
                 f"{len(found.gemms)} GEMMs ("
@@ -312,3 +375,24 @@ def tune(
     if table is None:
         raise MiraiError("nothing to tune: no sample inputs given")
     return table
+
+
+def _checked_in_op(fn, inputs, folder, cap, found, work, tgt, options, show) -> TuningTable:
+    """`found` after the whole-op check of its templates against a build with cuBLAS only."""
+    from mirai.export import opcheck
+    from mirai.export.build import build
+
+    plain = work / "cublas"
+    with show.stage(f"build {fn.name} with every GEMM in cuBLAS, to check the templates"):
+        build(fn, inputs, plain, target=tgt.name, progress=False, **{**options, "gemm": "cublas"})
+    with show.stage("time both builds' ops side by side (GPU time, as CUDA graphs)"):
+        times = opcheck.op_times({"table": folder, "cublas": plain}, inputs)
+    by_graph = opcheck.by_graph(times, "table", "cublas")
+    checked = found.op_checked(opcheck.graph_gemm_keys(cap), by_graph)
+    for graph, ms in by_graph.items():
+        verdict = "kept" if ms["table"] < ms["cublas"] else "turned back to cuBLAS"
+        show.note(
+            f"{graph} op, GPU time: {ms['table']:.4f} ms with the templates, {ms['cublas']:.4f} "
+            f"ms with cuBLAS only: templates {verdict}"
+        )
+    return checked

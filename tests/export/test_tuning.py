@@ -78,6 +78,46 @@ def test_a_table_survives_its_file_and_a_broken_file_is_refused(tmp_path):
         TuningTable.load(tmp_path / "missing.json")
 
 
+def test_the_op_check_turns_back_templates_of_a_graph_whose_op_ran_slower(tmp_path):
+    """mirai tune's whole-op check (TuningTable.op_checked): a graph keeps its templates only if
+    its op ran faster with them; a GEMM key both graphs share needs both verdicts; cuBLAS entries
+    are left as they are; the check survives the file."""
+    blocks = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}
+    template = GemmEntry("triton", blocks, {"cublas": 0.04, "triton": 0.017})
+    table = empty_table(
+        gemms={
+            "fwd-only": template,
+            "bwd-only": template,
+            "both": template,
+            "cublas": GemmEntry("cublas", {}, {"cublas": 0.01, "triton": 0.02}),
+        }
+    )
+    times = {
+        "forward": {"table": 0.070, "cublas": 0.074},
+        "backward": {"table": 0.241, "cublas": 0.158},
+    }
+    keys = {"forward": {"fwd-only", "both", "cublas"}, "backward": {"bwd-only", "both"}}
+    checked = table.op_checked(keys, times)
+    kinds = {k: e.kind for k, e in checked.gemms.items()}
+    assert kinds == {
+        "fwd-only": "triton",
+        "bwd-only": "cublas",
+        "both": "cublas",
+        "cublas": "cublas",
+    }
+    assert checked.gemms["fwd-only"].config == blocks
+    assert checked.gemms["bwd-only"].config == {}
+    both = checked.gemms["both"].op_check
+    assert both["kept"] is False and both["template"] == blocks
+    assert both["graphs"] == times
+    assert checked.gemms["cublas"].op_check == {}
+    assert checked.gemms["bwd-only"].ms == template.ms  # autotuning's own times stay
+    again = TuningTable.load(checked.save(tmp_path / "checked.json"))
+    assert again.to_json() == checked.to_json()
+    # a graph that was not timed (no backward op) leaves its templates alone
+    assert table.op_checked(keys, {"forward": times["forward"]}).gemms["bwd-only"].kind == "triton"
+
+
 def test_a_table_for_another_target_precision_or_a_gpu_build_is_refused(tmp_path):
     samples = pffn_small(BATCH)
     with pytest.raises(MiraiError, match="measured for sm_80 at precision tf32"):

@@ -98,35 +98,22 @@ def prepare(out: Path, batches, precision: str, tuning: Path | None = None) -> N
 
     import mirai
 
-    for batch in batches:
+    def build(folder: str, batch: int, **how) -> None:
         mirai.build(
             example.pffn,
             sample_inputs=example.sample_inputs(batch),
-            output_dir=out / f"B{batch}",
+            output_dir=out / folder,
             precision=precision,
             gpu=False,
             tuning=tuning,
+            **how,
         )
-    mirai.build(
-        example.pffn,
-        sample_inputs=example.sample_inputs(batches[-1]),
-        output_dir=out / "dynamic",
-        precision=precision,
-        dynamic=True,
-        gpu=False,
-        tuning=tuning,
-    )
+
+    for batch in batches:
+        build(f"B{batch}", batch)
+    build("dynamic", batches[-1], dynamic=True)
     if len(batches) > 1:  # one dynamic build running, at each batch, what was captured for it
-        mirai.build(
-            example.pffn,
-            sample_inputs=example.sample_inputs(batches[-1]),
-            output_dir=out / "bucketed",
-            precision=precision,
-            dynamic=True,
-            buckets=batches,
-            gpu=False,
-            tuning=tuning,
-        )
+        build("bucketed", batches[-1], dynamic=True, buckets=batches)
 
 
 def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:

@@ -9,6 +9,7 @@ Two ways, one result:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import pickle
 import subprocess
@@ -56,29 +57,19 @@ def capture(
     return job.run(job.traced)
 
 
-def capture_buckets(
-    op,
-    sample_inputs,
-    buckets,
-    *,
-    target: str | Target = "sm_90",
-    dynamic=True,
-    precision: str = DEFAULT_PRECISION,
-    gpu: bool | None = None,
-    timeout: float = 1800,
-    gemm: str = DEFAULT_GEMM,
-    tuning=None,
-) -> list:
+def capture_buckets(op, sample_inputs, buckets, *, dynamic=True, **options) -> list:
     """Capture dynamic `op` once per bucket (mirai.export.buckets): the one trace, with the batch
-    symbol's size hint set to each bucket's sample. Returns (Bucket, Capture) pairs in bucket order.
-    GPU-less captures run in parallel worker processes."""
+    symbol's size hint set to each bucket's sample. `options` are `capture`'s. Returns (Bucket,
+    Capture) pairs in bucket order. GPU-less captures run in parallel worker processes."""
     from concurrent.futures import ThreadPoolExecutor
 
     from mirai.export.buckets import dispatch_symbol, make_buckets
 
     if not dynamic:
         raise MiraiError("buckets are for dynamic builds: pass dynamic=True (or --dynamic)")
-    job = _Job.prepare(op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning)
+    bound = inspect.signature(capture).bind(op, sample_inputs, dynamic=dynamic, **options)
+    bound.apply_defaults()  # capture's signature holds the options and their defaults
+    job = _Job.prepare(**bound.arguments)
     symbol = dispatch_symbol(job.traced.symbols)
     chosen = make_buckets(buckets)
     traces = [
@@ -117,6 +108,7 @@ class _Job:
 
     @classmethod
     def prepare(cls, op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning):
+        """Check `capture`'s options and trace `op` once."""
         from mirai.gpu import versions
         from mirai.export.capture.trace import trace
 
