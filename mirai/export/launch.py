@@ -324,13 +324,20 @@ class GeneratedFunction:
         """Forward only: the user-visible outputs (on the current stream of the inputs' device)."""
         return self.forward(inputs)[: self.num_outputs]
 
-    def forward_backward(self, inputs, grad_outputs):
-        """Outputs, and the gradient of every input (None where an input has none)."""
+    def forward_for_backward(self, inputs, grad_outputs):
+        """Run the forward op: its user outputs, and the backward op's arguments (None without a
+        backward op)."""
         results = self.forward(inputs)
         n = self.wiring.num_outputs
         outputs, residuals = results[:n], results[n:]
         if self.backward is None:
-            return outputs, [None] * len(inputs)
+            return outputs, None
         tangents = [g.contiguous() for g in grad_outputs]
-        grads = self.backward(self.wiring.backward_args(inputs, outputs, residuals, tangents))
-        return outputs, self.wiring.gradients_of(grads)
+        return outputs, self.wiring.backward_args(inputs, outputs, residuals, tangents)
+
+    def forward_backward(self, inputs, grad_outputs):
+        """Outputs, and the gradient of every input (None where an input has none)."""
+        outputs, backward_args = self.forward_for_backward(inputs, grad_outputs)
+        if backward_args is None:
+            return outputs, [None] * len(inputs)
+        return outputs, self.wiring.gradients_of(self.backward(backward_args))

@@ -22,8 +22,8 @@ from pathlib import Path
 def op_times(builds: dict, inputs, rounds: int = 5, graphs: bool = True) -> dict:
     """{graph: {build name: ms}}: the forward op and the backward op of each of `builds` ({name:
     build folder}, builds of one function) on `inputs`, timed side by side in rounds
-    (mirai.gpu.timing; GPU time, as CUDA graphs, with `graphs`). Every build's backward gets the same arguments' values: its own forward's
-    results and one set of random output gradients."""
+    (mirai.gpu.timing; GPU time, as CUDA graphs, with `graphs`). Every build's backward gets its
+    own forward's results and one set of random output gradients."""
     import torch
 
     from mirai.export.launch import GeneratedFunction
@@ -39,22 +39,18 @@ def op_times(builds: dict, inputs, rounds: int = 5, graphs: bool = True) -> dict
     if any(f.backward is None for f in fns.values()):
         return times
     generator = torch.Generator(device="cuda").manual_seed(0)
-    tangents = None
+    first = next(iter(fns.values()))(args)  # user outputs: their shapes and dtypes
+    tangents = [
+        (
+            torch.randn(o.shape, generator=generator, device="cuda", dtype=o.dtype)
+            if o.is_floating_point()
+            else torch.zeros_like(o)
+        )
+        for o in first
+    ]
     backward = {}
     for name, f in fns.items():
-        results = f.forward(args)
-        n = f.wiring.num_outputs
-        outputs, residuals = results[:n], results[n:]
-        if tangents is None:
-            tangents = [
-                (
-                    torch.randn(o.shape, generator=generator, device="cuda", dtype=o.dtype)
-                    if o.is_floating_point()
-                    else torch.zeros_like(o)
-                )
-                for o in outputs
-            ]
-        call = f.wiring.backward_args(args, outputs, residuals, tangents)
+        _, call = f.forward_for_backward(args, tangents)
         backward[name] = lambda f=f, call=call: f.backward(call)
     times["backward"] = timed_side_by_side(backward, rounds, graphs)
     return times
