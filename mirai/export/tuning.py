@@ -27,7 +27,7 @@ import ast
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mirai.errors import MiraiError
@@ -65,6 +65,12 @@ def kernel_key(graph: str, name: str, size_hints) -> str:
     """
     hints = ",".join(f"{k}={int(v)}" for k, v in sorted((size_hints or {}).items()))
     return f"{graph}:{name}:{hints}"
+
+
+def templates_won(ms: dict) -> bool:
+    """The op check's rule: a graph keeps its templates only if its op ran faster with them
+    ({"table": ms with the table's choices, "cublas": ms with every GEMM in cuBLAS})."""
+    return float(ms["table"]) < float(ms["cublas"])
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,7 @@ class TuningTable:
             if graph not in times:
                 continue
             ms = {k: float(v) for k, v in times[graph].items()}
-            kept = ms["table"] < ms["cublas"]
+            kept = templates_won(ms)
             for key in keys:
                 verdicts.setdefault(key, []).append((graph, ms, kept))
         gemms = dict(self.gemms)
@@ -178,6 +184,26 @@ class TuningTable:
             gemms=gemms,
             kernels=dict(self.kernels),
         )
+
+    def kernels_of(self, other: "TuningTable", graphs) -> "TuningTable":
+        """This table with the kernel configurations of `graphs` taken from `other` in place of its
+        own: where the op check turned a graph back to cuBLAS, its kernels are those of the
+        cuBLAS-only build (other fusions, other names), tuned there.
+
+        >>> a = TuningTable("H200", "sm_90", "tf32", {}, kernels={"forward:k0:x=8": {"n": 1},
+        ...     "backward:k1:x=8": {"n": 1}})
+        >>> b = TuningTable("H200", "sm_90", "tf32", {}, kernels={"backward:k2:x=8": {"n": 2}})
+        >>> sorted(a.kernels_of(b, {"backward"}).kernels)
+        ['backward:k2:x=8', 'forward:k0:x=8']
+        """
+        graphs = set(graphs)
+
+        def keep(tbl, inside):
+            return {
+                k: v for k, v in tbl.kernels.items() if (k.split(":", 1)[0] in graphs) == inside
+            }
+
+        return replace(self, kernels=keep(self, False) | keep(other, True))
 
     # -- files ---------------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -384,13 +410,17 @@ def _checked_in_op(fn, inputs, folder, cap, found, work, tgt, options, show) -> 
 
     plain = work / "cublas"
     with show.stage(f"build {fn.name} with every GEMM in cuBLAS, to check the templates"):
-        build(fn, inputs, plain, target=tgt.name, progress=False, **{**options, "gemm": "cublas"})
+        built = build(
+            fn, inputs, plain, target=tgt.name, progress=False, **{**options, "gemm": "cublas"}
+        )
     with show.stage("time both builds' ops side by side (GPU time, as CUDA graphs)"):
         times = opcheck.op_times({"table": folder, "cublas": plain}, inputs)
     by_graph = opcheck.by_graph(times, "table", "cublas")
     checked = found.op_checked(opcheck.graph_gemm_keys(cap), by_graph)
+    turned_back = {graph for graph, ms in by_graph.items() if not templates_won(ms)}
+    checked = checked.kernels_of(table_from_capture(built.capture, found.device), turned_back)
     for graph, ms in by_graph.items():
-        verdict = "kept" if ms["table"] < ms["cublas"] else "turned back to cuBLAS"
+        verdict = "turned back to cuBLAS" if graph in turned_back else "kept"
         show.note(
             f"{graph} op, GPU time: {ms['table']:.4f} ms with the templates, {ms['cublas']:.4f} "
             f"ms with cuBLAS only: templates {verdict}"

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import mirai
 from mirai.errors import MiraiError
@@ -246,3 +247,34 @@ def test_a_dynamic_build_leaves_a_tables_template_that_would_not_fit_its_shared_
     too_big = [c for c in choices if "would need 327680 bytes of shared memory" in c["source"]]
     assert len(too_big) == 1 and too_big[0]["chosen"] == "cublas", choices
     assert sum(c["source"] == table.origin for c in choices) == len(choices) - 1
+
+
+def test_a_gpu_capture_finds_the_kernels_behind_inductors_wrapper_of_the_callable():
+    """A GPU capture reads each kernel's autotuned configuration from the generated module's
+    globals. Inductor wraps the module's `call` in a closure of its own (align_inputs_from_check_idxs),
+    whose globals are torch's: read there, no kernel was ever found and tables held no kernel
+    configuration. Compiled here on the CPU, the same wrapping applies."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+    from torch._inductor.utils import align_inputs_from_check_idxs
+    from torch.utils._ordered_set import OrderedSet
+
+    from mirai.export.capture.inductor import wrapper_globals
+
+    compiled = []
+
+    def inner(gm, inputs, **kwargs):
+        compiled.append(compile_fx_inner(gm, inputs, **kwargs))
+        return compiled[-1]
+
+    def backend(gm, example_inputs):
+        return compile_fx(gm, example_inputs, inner_compile=inner)
+
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):  # a cache hit skips `inner`
+        torch.compile(lambda x: (x * 2.0).sin(), backend=backend)(torch.randn(8))
+    module = wrapper_globals(compiled[0].current_callable)
+    assert module["__name__"] == compiled[0].current_callable.__module__
+    wrapped = align_inputs_from_check_idxs(compiled[0].current_callable, [0], OrderedSet())
+    assert wrapped.__globals__["__name__"] == "torch._inductor.utils"  # the closure's own
+    assert wrapper_globals(wrapped) is module
+    assert wrapper_globals(len) == {}

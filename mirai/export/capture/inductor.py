@@ -379,6 +379,46 @@ def _make_outputs_dense(gm, indices) -> None:
         gm.recompile()
 
 
+# Names the header of every Inductor wrapper module imports or defines (torch 2.11 and 2.13:
+# torch/_inductor/codegen/wrapper.py); `async_compile` itself is deleted once kernels are loaded.
+WRAPPER_HEADER_NAMES = frozenset({"AsyncCompile", "assert_size_stride", "reinterpret_tensor"})
+
+
+def wrapper_globals(fn) -> dict:
+    """The globals of the generated wrapper module behind a compiled graph's callable.
+
+    Inductor may hand back the module's `call` wrapped in closures of its own (torch 2.11 and 2.13
+    wrap it in `align_inputs_from_check_idxs`'s `run`, whose globals are torch._inductor.utils'), so
+    this follows `__wrapped__` and closure cells to the function whose module has the names every
+    wrapper module's header defines (WRAPPER_HEADER_NAMES). Empty if there is none: the capture then
+    records heuristic configurations and says why."""
+    pending, seen = [fn], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen or not callable(current):
+            continue
+        seen.add(id(current))
+        found = getattr(current, "__globals__", None)
+        if found is not None and WRAPPER_HEADER_NAMES <= found.keys():
+            return found
+        pending.extend(
+            cell.cell_contents
+            for cell in getattr(current, "__closure__", None) or ()
+            if _filled(cell)
+        )
+        if hasattr(current, "__wrapped__"):
+            pending.append(current.__wrapped__)
+    return {}
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a cell not yet assigned
+        return False
+    return True
+
+
 def compile_graphs(
     gm,
     example_inputs,
@@ -417,7 +457,7 @@ def compile_graphs(
                 placeholders=placeholders,
                 output_names=outputs,
                 example_inputs=list(inputs),
-                module_globals=getattr(fn, "__globals__", {}) if gpu else {},
+                module_globals=wrapper_globals(fn) if gpu else {},
                 gemm_timings=timings[measured:],
             )
         )
