@@ -122,13 +122,14 @@ def gpu_time_row(batch: int, names, forward: dict, both: dict, rounds: int) -> s
 
     fwd = timed_side_by_side(capturable(forward), rounds, graphs=True)
     fb = timed_side_by_side(capturable(both), rounds, graphs=True)
-    peer = fwd.get("torch.compile")
 
     def pair(name: str) -> str:
-        f = f"{fwd[name]:.3f}" if name in fwd else "-"
-        b = f"{fb[name]:.3f}" if name in fb else "-"
-        ratio = f" ({peer / fwd[name]:.2f}x)" if peer and name in fwd else ""
-        return f"{f} / {b}{ratio}"
+        cells, ratios = [], []
+        for times in (fwd, fb):
+            cells.append(f"{times[name]:.3f}" if name in times else "-")
+            peer = times.get("torch.compile")
+            ratios.append(f"{peer / times[name]:.2f}x" if peer and name in times else "-")
+        return f"{cells[0]} / {cells[1]} ({ratios[0]} / {ratios[1]})"
 
     return (
         f"| {batch} | "
@@ -277,7 +278,7 @@ def main(argv=None) -> int:
         text += (
             "GPU time alone (each candidate timed as a CUDA graph of its calls, which takes the "
             "host out: Python, ctypes and launch overhead), forward / forward+backward, ms; "
-            "ratio against torch.compile's forward (a dash where a candidate could not be "
+            "in brackets torch.compile / generated for each (a dash where a candidate could not be "
             f"captured):\n\n| B | {head} | torch.compile | eager |\n"
             f"|---|{'---|' * len(names)}---|---|\n" + "\n".join(graph_rows) + "\n\n"
         )

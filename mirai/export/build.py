@@ -186,7 +186,16 @@ def tuning_coverage(cap, tuning) -> str:
     tuned = sum(k.config_origin == tuning.origin for k in kernels)
     choices = [c for found in cap.gemm_timings.values() for c in found]
     from_table = sum(c.get("source") == tuning.origin for c in choices)
-    return (
+    note = (
         f"the {tuning.origin} set {tuned} of {len(kernels)} kernel configurations and "
         f"{from_table} of {len(choices)} GEMM choices; heuristics the rest"
     )
+    measured_with = tuning.versions.get("torch")
+    if measured_with and measured_with != cap.versions.get("torch"):
+        # Inductor decides what it fuses around a template after the GEMM choice: another torch
+        # can fuse an epilogue the table's template never ran with (bench/RESULTS-pffn.md)
+        note += (
+            f" (measured under torch {measured_with}, built under {cap.versions.get('torch')}: "
+            "kernels fused otherwise than where the table was timed may not keep its times)"
+        )
+    return note
