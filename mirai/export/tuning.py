@@ -67,10 +67,27 @@ def kernel_key(graph: str, name: str, size_hints) -> str:
     return f"{graph}:{name}:{hints}"
 
 
-def templates_won(ms: dict) -> bool:
-    """The op check's rule: a graph keeps its templates only if its op ran faster with them
-    ({"table": ms with the table's choices, "cublas": ms with every GEMM in cuBLAS})."""
-    return float(ms["table"]) < float(ms["cublas"])
+def templates_won(rounds: dict) -> bool:
+    """The op check's rule: a graph keeps its templates only if its op ran faster with them in
+    every round than with every GEMM in cuBLAS in any round ({"table": [ms of each round] with
+    the table's choices, "cublas": [ms of each round] with cuBLAS only}). A win of the medians
+    within the rounds' spread is noise, and cuBLAS is what a build takes without a table.
+
+    >>> templates_won({"table": [0.130, 0.133, 0.136], "cublas": [0.139, 0.140, 0.142]})
+    True
+    >>> templates_won({"table": [0.130, 0.136, 0.141], "cublas": [0.139, 0.140, 0.142]})
+    False
+    """
+    return max(rounds["table"]) < min(rounds["cublas"])
+
+
+def op_check_record(rounds: dict) -> dict:
+    """What a table entry keeps of one graph's op check: each build's median and its rounds."""
+    import statistics
+
+    return {name: round(statistics.median(times), 5) for name, times in sorted(rounds.items())} | {
+        "rounds": {name: [round(t, 5) for t in times] for name, times in sorted(rounds.items())}
+    }
 
 
 @dataclass(frozen=True)
@@ -140,14 +157,16 @@ class TuningTable:
         """This table with the templates of each graph whose op ran no faster with them than with
         every GEMM in cuBLAS turned back to cuBLAS; each template entry notes the check.
 
-        `graph_keys`: {graph: the GEMM keys of its op}; `times`: {graph: {"table": ms of the op
-        with these choices, "cublas": ms with cuBLAS only}}. A key in several graphs stays a
-        template only if every graph that has it kept its templates.
+        `graph_keys`: {graph: the GEMM keys of its op}; `times`: {graph: {"table": [ms of the op
+        with these choices, each round], "cublas": [ms with cuBLAS only, each round]}}, judged by
+        `templates_won`. A key in several graphs stays a template only if every graph that has it
+        kept its templates.
 
         >>> t = GemmEntry("triton", {k: 1 for k in TEMPLATE_KEYS}, {"triton": 0.01, "cublas": 0.02})
         >>> table = TuningTable("H200", "sm_90", "tf32", {}, gemms={"a": t, "b": t})
         >>> checked = table.op_checked({"forward": {"a"}, "backward": {"b"}},
-        ...     {"forward": {"table": 0.030, "cublas": 0.041}, "backward": {"table": 0.09, "cublas": 0.07}})
+        ...     {"forward": {"table": [0.030, 0.031], "cublas": [0.041, 0.040]},
+        ...      "backward": {"table": [0.09, 0.08], "cublas": [0.07, 0.07]}})
         >>> checked.gemms["a"].kind, checked.gemms["b"].kind, checked.gemms["b"].op_check["kept"]
         ('triton', 'cublas', False)
         """
@@ -155,8 +174,8 @@ class TuningTable:
         for graph, keys in graph_keys.items():
             if graph not in times:
                 continue
-            ms = {k: float(v) for k, v in times[graph].items()}
-            kept = templates_won(ms)
+            ms = op_check_record(times[graph])
+            kept = templates_won(times[graph])
             for key in keys:
                 verdicts.setdefault(key, []).append((graph, ms, kept))
         gemms = dict(self.gemms)
@@ -417,12 +436,15 @@ def _checked_in_op(fn, inputs, folder, cap, found, work, tgt, options, show) -> 
         times = opcheck.op_times({"table": folder, "cublas": plain}, inputs)
     by_graph = opcheck.by_graph(times, "table", "cublas")
     checked = found.op_checked(opcheck.graph_gemm_keys(cap), by_graph)
-    turned_back = {graph for graph, ms in by_graph.items() if not templates_won(ms)}
+    turned_back = {graph for graph, rounds in by_graph.items() if not templates_won(rounds)}
     checked = checked.kernels_of(table_from_capture(built.capture, found.device), turned_back)
-    for graph, ms in by_graph.items():
+    for graph, rounds in by_graph.items():
+        ms = op_check_record(rounds)
         verdict = "turned back to cuBLAS" if graph in turned_back else "kept"
         show.note(
-            f"{graph} op, GPU time: {ms['table']:.4f} ms with the templates, {ms['cublas']:.4f} "
-            f"ms with cuBLAS only: templates {verdict}"
+            f"{graph} op, GPU time: {ms['table']:.4f} ms with the templates (rounds "
+            f"{min(rounds['table']):.4f}-{max(rounds['table']):.4f}), {ms['cublas']:.4f} ms with "
+            f"cuBLAS only ({min(rounds['cublas']):.4f}-{max(rounds['cublas']):.4f}): templates "
+            f"{verdict}"
         )
     return checked

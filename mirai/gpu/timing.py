@@ -21,6 +21,14 @@ import statistics
 def timed_side_by_side(fns: dict, rounds: int = 5, graphs: bool = False) -> dict:
     """Milliseconds per call of each of `fns` (name -> callable): `rounds` rounds in which each is
     timed once in turn, the median of its rounds; with `graphs`, GPU time of CUDA graph replays."""
+    return {
+        name: statistics.median(times)
+        for name, times in rounds_side_by_side(fns, rounds, graphs).items()
+    }
+
+
+def rounds_side_by_side(fns: dict, rounds: int = 5, graphs: bool = False) -> dict:
+    """{name: [ms of each round]}: what `timed_side_by_side` takes the medians of."""
     from triton.testing import do_bench, do_bench_cudagraph
 
     def once(fn) -> float:
@@ -35,4 +43,4 @@ def timed_side_by_side(fns: dict, rounds: int = 5, graphs: bool = False) -> dict
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             samples[name].append(once(fns[name]))
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return samples

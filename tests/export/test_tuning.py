@@ -81,8 +81,8 @@ def test_a_table_survives_its_file_and_a_broken_file_is_refused(tmp_path):
 
 def test_the_op_check_turns_back_templates_of_a_graph_whose_op_ran_slower(tmp_path):
     """mirai tune's whole-op check (TuningTable.op_checked): a graph keeps its templates only if
-    its op ran faster with them; a GEMM key both graphs share needs both verdicts; cuBLAS entries
-    are left as they are; the check survives the file."""
+    its op ran faster with them in every round; a GEMM key both graphs share needs both verdicts;
+    cuBLAS entries are left as they are; the check survives the file."""
     blocks = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}
     template = GemmEntry("triton", blocks, {"cublas": 0.04, "triton": 0.017})
     table = empty_table(
@@ -93,9 +93,9 @@ def test_the_op_check_turns_back_templates_of_a_graph_whose_op_ran_slower(tmp_pa
             "cublas": GemmEntry("cublas", {}, {"cublas": 0.01, "triton": 0.02}),
         }
     )
-    times = {
-        "forward": {"table": 0.070, "cublas": 0.074},
-        "backward": {"table": 0.241, "cublas": 0.158},
+    times = {  # GPU time of each op, each round
+        "forward": {"table": [0.070, 0.069, 0.071], "cublas": [0.074, 0.073, 0.075]},
+        "backward": {"table": [0.241, 0.240, 0.243], "cublas": [0.158, 0.159, 0.158]},
     }
     keys = {"forward": {"fwd-only", "both", "cublas"}, "backward": {"bwd-only", "both"}}
     checked = table.op_checked(keys, times)
@@ -110,13 +110,21 @@ def test_the_op_check_turns_back_templates_of_a_graph_whose_op_ran_slower(tmp_pa
     assert checked.gemms["bwd-only"].config == {}
     both = checked.gemms["both"].op_check
     assert both["kept"] is False and both["template"] == blocks
-    assert both["graphs"] == times
+    assert both["graphs"]["forward"] == {
+        "table": 0.070,
+        "cublas": 0.074,
+        "rounds": times["forward"],
+    }
+    assert both["graphs"]["backward"]["rounds"] == times["backward"]
     assert checked.gemms["cublas"].op_check == {}
     assert checked.gemms["bwd-only"].ms == template.ms  # autotuning's own times stay
     again = TuningTable.load(checked.save(tmp_path / "checked.json"))
     assert again.to_json() == checked.to_json()
     # a graph that was not timed (no backward op) leaves its templates alone
     assert table.op_checked(keys, {"forward": times["forward"]}).gemms["bwd-only"].kind == "triton"
+    # a win of the medians inside the rounds' spread is noise: the template goes back to cuBLAS
+    close = {"forward": {"table": [0.070, 0.069, 0.075], "cublas": [0.074, 0.073, 0.075]}}
+    assert table.op_checked(keys, close).gemms["fwd-only"].kind == "cublas"
 
 
 def test_a_table_for_another_target_precision_or_a_gpu_build_is_refused(tmp_path):
