@@ -169,7 +169,12 @@ def sandbox_ready(settings, command: str = "serve") -> bool:
     if not settings.sandbox:
         print(
             f"mirai {command}: WARNING: the sandbox is off (--no-sandbox): user code and tools run "
-            "with this server's rights; use this only on a machine you alone use",
+            "with this server's rights; use this only on a machine you alone use"
+            + (
+                "; it answers requests from this machine's loopback only (Host and Origin checked)"
+                if command == "serve"
+                else ""
+            ),
             file=sys.stderr,
         )
         return True

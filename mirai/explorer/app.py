@@ -8,6 +8,7 @@ app = create_app(Settings(workers=1))     # then: uvicorn.run(app)
 
 from __future__ import annotations
 
+import re
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -53,15 +54,62 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.permalinks = backend.permalinks
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=int(settings.max_body_mb * 1024 * 1024))
-    app.add_middleware(
-        CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"]
-    )
+    if settings.sandbox:
+        cors = {
+            "allow_origins": ["*"]
+        }  # the guide's CORS: the sandbox confines what any page sends
+    else:
+        cors = {"allow_origin_regex": LOCAL_ORIGIN}
+    app.add_middleware(CORSMiddleware, allow_methods=["*"], allow_headers=["*"], **cors)
+    if not settings.sandbox:
+        app.add_middleware(LocalOnlyMiddleware)  # outermost: refused before anything runs
     _add_error_handlers(app)
     _add_outage_handler(app, backend.outages)
     for router in ROUTERS:
         app.include_router(router)
     _add_page(app, settings)
     return app
+
+
+# An origin or Host on this machine's loopback: localhost, 127.0.0.0/8 or [::1], any port.
+LOCAL_HOST = r"(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?"
+LOCAL_ORIGIN = rf"https?://{LOCAL_HOST}"
+
+
+class LocalOnlyMiddleware:
+    """With the sandbox off (--no-sandbox) user code runs unconfined, and the guide's CORS `*` would
+    let any web page the user visits POST code to this server. So answer only requests that come
+    from this machine's loopback: a Host header that names it (a DNS-rebinding page reaches
+    127.0.0.1 under its own domain name) and no Origin but a loopback one (a page's cross-origin
+    text/plain POST runs even when CORS hides the answer). Others get 403 in the guide's shape."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        why = ""
+        if not re.fullmatch(LOCAL_HOST, host):
+            why = f"Host {host!r} is not this machine's loopback"
+        elif origin and not re.fullmatch(LOCAL_ORIGIN, origin):
+            why = f"Origin {origin!r} is not a page on this machine's loopback"
+        if not why:
+            await self.app(scope, receive, send)
+            return
+        body = error_response(
+            "refused: the sandbox is off (--no-sandbox), so this server answers requests from "
+            "this machine's loopback only",
+            why,
+        )
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await JSONResponse(body, status_code=403)(scope, receive, send)
 
 
 class JsonBodyMiddleware:

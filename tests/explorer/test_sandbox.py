@@ -5,12 +5,14 @@ inside the sandbox. (What the sandbox holds against hostile code is tests/explor
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 
 from explorer_server import ROOT, start_server
@@ -93,3 +95,41 @@ def test_allow_user_tools_runs_a_tool_at_any_path_in_the_sandbox(make_server, tm
         code="abc\n", ir_type="raw_ir", selected_language="raw_ir", user_tool=str(tool)
     )
     assert output.splitlines()[0] == "ABC"
+
+
+def test_no_sandbox_answers_only_this_machines_loopback(unsandboxed):
+    """Unconfined, the server must not run what any web page the user visits sends it: a page on
+    another origin (its text/plain POST needs no preflight) and a DNS-rebinding page (which reaches
+    127.0.0.1 under its own name) are refused; pages on the loopback work as before."""
+    assert "loopback only (Host and Origin checked)" in unsandboxed.log.read_text()
+    body = {"code": "print('ran')", "ir_type": "raw_ir", "selected_language": "pytorch"}
+    refused = [
+        {"Origin": "http://attacker.example"},
+        {"Origin": "http://127.0.0.1.attacker.example"},
+        {"Host": "rebound.attacker.example"},
+        {"Host": "rebound.attacker.example", "Origin": "http://rebound.attacker.example"},
+    ]
+    for headers in refused:
+        response = httpx.post(
+            unsandboxed.url + "/generate_ir",
+            content=json.dumps(body),
+            headers={"Content-Type": "text/plain", **headers},
+            timeout=60,
+        )
+        assert response.status_code == 403, (headers, response.text)
+        answer = response.json()
+        assert answer["status"] == "error" and "--no-sandbox" in answer["message"], answer
+        assert "not this machine's loopback" in answer["detail"] or "not a page" in answer["detail"]
+    port = unsandboxed.url.rsplit(":", 1)[1]
+    for origin in ("http://localhost:5173", f"http://127.0.0.1:{port}", "http://[::1]:8080"):
+        response = httpx.post(
+            unsandboxed.url + "/generate_ir",
+            json=body,
+            headers={"Origin": origin},
+            timeout=60,
+        )
+        assert response.json() == {"status": "ok", "output": "ran\n"}, origin
+        assert response.headers["access-control-allow-origin"] == origin
+    assert httpx.get(unsandboxed.url + "/version", headers={"Host": f"localhost:{port}"}).is_success
+    # the server keeps serving after the refusals
+    assert unsandboxed.ok(**body) == "ran\n"
