@@ -54,15 +54,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.permalinks = backend.permalinks
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=int(settings.max_body_mb * 1024 * 1024))
-    if settings.sandbox:
-        cors = {
-            "allow_origins": ["*"]
-        }  # the guide's CORS: the sandbox confines what any page sends
-    else:
-        cors = {"allow_origin_regex": LOCAL_ORIGIN}
+    # The guide's CORS is `*`: the sandbox confines whatever any page sends. Without it, loopback
+    # pages only (and LocalOnlyMiddleware refuses the rest before anything runs).
+    cors = {"allow_origins": ["*"]} if settings.sandbox else {"allow_origin_regex": LOCAL_ORIGIN}
     app.add_middleware(CORSMiddleware, allow_methods=["*"], allow_headers=["*"], **cors)
     if not settings.sandbox:
-        app.add_middleware(LocalOnlyMiddleware)  # outermost: refused before anything runs
+        app.add_middleware(LocalOnlyMiddleware)  # added last: the outermost
     _add_error_handlers(app)
     _add_outage_handler(app, backend.outages)
     for router in ROUTERS:
