@@ -1,0 +1,61 @@
+"""bench/bench_gate_up.py's fused gate/up kernel computes what pffn's first half computes: run on the
+CPU through Triton's interpreter (TRITON_INTERPRET=1, in a child process, as the CPU driver of the
+export runs kernels) for pffn's weight layout and a K-major copy, with sizes that leave partial tiles
+in every dimension, against float64 PyTorch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, sys
+import torch
+sys.path.insert(0, "bench")
+from bench_gate_up import gate_up, reference
+
+g = torch.Generator().manual_seed(0)
+e, m, k, n = 2, 37, 40, 72   # partial tiles along M, K and N for 16x32x16 blocks
+inputs = torch.randn(m, e, k, generator=g)
+x = inputs.transpose(0, 1)   # [E, M, K] with pffn's strides: the op reads its input this way
+w_gate = torch.randn(e, k, n, generator=g) * k**-0.5
+w_up = torch.randn(e, k, n, generator=g) * k**-0.5
+b_gate = torch.randn(e, n, generator=g) * 0.1
+b_up = torch.randn(e, n, generator=g) * 0.1
+expect = reference(*(t.double() for t in (x, w_gate, b_gate, w_up, b_up)))
+k_major = lambda w: w.transpose(1, 2).contiguous().transpose(1, 2)
+config = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}
+errors = {}
+for layout, (wg, wu) in {"stored": (w_gate, w_up), "k_major": (k_major(w_gate), k_major(w_up))}.items():
+    got = gate_up(x, wg, b_gate, wu, b_up, precision="ieee", config=config)
+    assert got.shape == (e, m, n), got.shape
+    errors[layout] = float((got.double() - expect).norm() / expect.norm())
+try:
+    gate_up(x, w_gate, b_gate, k_major(w_up), b_up, config=config)
+    errors["mixed"] = "accepted"
+except ValueError as err:
+    errors["mixed"] = str(err)
+print(json.dumps(errors))
+"""
+
+
+def test_the_fused_gate_up_kernel_computes_pffns_first_half():
+    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    errors = json.loads(done.stdout.strip().splitlines()[-1])
+    # fp32 products of 40 terms, accumulated in fp32: a few ulps of the result
+    assert errors["stored"] < 1e-6 and errors["k_major"] < 1e-6, errors
+    assert "same shape and strides" in errors["mixed"]
