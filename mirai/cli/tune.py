@@ -2,9 +2,9 @@
 
 Captures the op on this machine's GPU at each batch size asked for: torch.compile's max-autotune
 times every GEMM as cuBLAS and as Triton templates, and each kernel's candidate configurations. Where
-it kept templates, the op is built again with every GEMM in cuBLAS and both are timed whole: a
-graph keeps its templates only if its op ran faster with them (--no-op-check skips this). What won
-is written as a tuning table (mirai.export.tuning); `mirai build --tuning FILE`, on any machine,
+it kept templates, the op is built again with every GEMM in cuBLAS and both are timed whole, in
+rounds: a graph keeps its templates only if its op ran faster with them in every round
+(--no-op-check skips this). What won is written as a tuning table (mirai.export.tuning); `mirai build --tuning FILE`, on any machine,
 then builds GPU-less with those choices.
 
     mirai tune examples/pffn.py --batches 64,512,2000,8000 --output pffn-tuning.json
