@@ -21,6 +21,9 @@ CUDA toolkit) and names it in MIRAI_CUBLASLT for the harness, unless that is alr
 `--cpu` runs the same harness against mirai's CPU stand-ins for the driver and cuBLASLt
 (mirai.export.hostdriver), in a process of their own: every kernel runs in Triton's interpreter, so
 the times mean nothing; CI uses it to check the harness end to end (keep --calls tiny there).
+`--cpu --dry` has the stand-ins check and count every launch and GEMM but run none: what is left of
+a call's host time is the launch code's own work (argument checks, plans, allocation, launch
+bookkeeping), measured on any CPU, apart from what the driver and cuBLASLt take on a GPU machine.
 """
 
 from __future__ import annotations
@@ -204,7 +207,12 @@ def run_on_cpu(args, directory: Path, plan) -> list[dict]:
     build_harness(directory, library=True)
     for op, _, _ in plan:
         build_capi(directory, op)
-    request = {"directory": str(directory), "runs": plan, "options": options(args)}
+    request = {
+        "directory": str(directory),
+        "runs": plan,
+        "options": options(args),
+        "dry": args.dry,
+    }
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
     done = subprocess.run(
         [sys.executable, __file__, "--in-cpu-driver", json.dumps(request)],
@@ -229,6 +237,7 @@ def serve_cpu(request: dict) -> None:
     host = driver.get()
     host.index.add_directory(directory)
     host.configure(driver.compute_capability(manifest["targets"]))
+    host.set_dry(request["dry"])
     main = ctypes.CDLL(str(build_harness(directory, library=True))).mirai_host_time_main
     main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
     results = []
@@ -237,13 +246,13 @@ def serve_cpu(request: dict) -> None:
             out = Path(tmp) / f"{op}-{batch}.json"
             argv = ["host_time", "--lib", str(build_capi(directory, op)), *op_args]
             argv += request["options"] + ["--json", str(out), "--label", op]
-            launches, gemms = len(host.launches), host.gemms()
+            launches, gemms = host.kernel_launches(), host.gemms()
             code = main(len(argv), (ctypes.c_char_p * len(argv))(*[a.encode() for a in argv]))
             if code != 0:
                 sys.exit(f"host_time failed for {op} at B={batch}")
             result = dict(json.loads(out.read_text()), batch=batch)
             result["cpu_driver"] = {
-                "kernel_launches": len(host.launches) - launches,
+                "kernel_launches": host.kernel_launches() - launches,
                 "gemms": host.gemms() - gemms,
             }
             results.append(result)
@@ -272,6 +281,12 @@ def report(results: list[dict], directory: Path, args) -> str:
         f"synchronized, temporaries from an {args.alloc} allocator). Target: host / (launches x "
         f"floor) <= {TARGET_RATIO}.\n\n"
     )
+    if args.dry:
+        head += (
+            "Dry run on the CPU stand-ins: every launch and GEMM was checked and counted, none ran, "
+            "so host us/call is the launch code's own work per call (argument checks, plans, "
+            "allocation, launch bookkeeping) on this CPU, without the driver's or cuBLASLt's.\n\n"
+        )
     separator = "|" + "---|" * COLUMNS.count(" |")
     return head + "\n".join([COLUMNS, separator] + [row(r) for r in results]) + "\n"
 
@@ -295,9 +310,17 @@ def main(argv=None) -> int:
     parser.add_argument("--floor", type=int, default=20000, help="empty-kernel launches to time")
     parser.add_argument("--alloc", choices=("arena", "async"), default="arena")
     parser.add_argument("--cpu", action="store_true", help="on mirai's CPU stand-ins (CI)")
+    parser.add_argument(
+        "--dry",
+        action="store_true",
+        help="with --cpu: the stand-ins check and count every launch and GEMM but run none, so "
+        "host us/call is the launch code's own host work on this CPU (outputs left unwritten)",
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="--cpu: seconds in all")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    if args.dry and not args.cpu:
+        parser.error("--dry runs on the CPU stand-ins: add --cpu")
     directory = args.directory.resolve()
     try:
         manifest = json.loads((directory / "manifest.json").read_text())

@@ -121,3 +121,33 @@ def test_harness_takes_temporaries_from_a_stream_ordered_allocator(mlp_dynamic, 
     (r,) = json.loads((tmp_path / "results.json").read_text())
     assert r["alloc"] == "async" and r["op"] == "MlpFwd" and r["nonfinite_outputs"] == 0
     assert r["cpu_driver"]["gemms"] == 2 * r["gemms"]
+
+
+def test_a_dry_run_counts_every_launch_and_runs_none(mlp_dynamic, tmp_path):
+    """--dry: the stand-ins check and count every launch and GEMM but run none, so what the harness
+    times is the launch code's own host work; outputs stay as the harness filled them (NaN)."""
+    results = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, DRIVER, mlp_dynamic, "--cpu", "--dry", "--batches", "5"]
+        + ["--warmup", str(WARMUP), "--calls", str(CALLS), "--sync-calls", str(SYNC_CALLS)]
+        + ["--json", results],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Dry run on the CPU stand-ins" in done.stdout
+    calls = WARMUP + CALLS + SYNC_CALLS
+    for r in json.loads(results.read_text()):
+        assert r["cpu_driver"] == {
+            "kernel_launches": calls * r["kernels"],
+            "gemms": calls * r["gemms"],
+        }
+        assert r["nonfinite_outputs"] > 0  # nothing was written
+        assert r["host_us"] > 0
+    refused = subprocess.run(
+        [sys.executable, DRIVER, mlp_dynamic, "--dry"], capture_output=True, text=True, timeout=60
+    )
+    assert (
+        refused.returncode == 2 and "--dry runs on the CPU stand-ins: add --cpu" in refused.stderr
+    )

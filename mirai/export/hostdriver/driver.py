@@ -121,6 +121,16 @@ class HostDriver:
         """How many GEMMs (cublasLtMatmul calls that ran) this process has computed."""
         return self.cublaslt.mirai_host_cublaslt_matmuls()
 
+    def kernel_launches(self) -> int:
+        """How many kernel launches the stand-in took, run or (dry) not."""
+        return self.lib.mirai_host_launch_count()
+
+    def set_dry(self, dry: bool) -> None:
+        """Dry: launches and GEMMs are checked and counted, never run; outputs stay as they were.
+        What is left of a call is the launch code's own host work (bench/bench_host_time.py)."""
+        self.lib.mirai_host_set_dry(int(dry))
+        self.cublaslt.mirai_host_cublaslt_set_dry(int(dry))
+
     def _error(self, message: str) -> None:
         self.lib.mirai_host_set_error(message.encode(errors="replace")[:8000])
 

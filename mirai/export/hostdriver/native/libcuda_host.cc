@@ -60,6 +60,7 @@ bool g_initialized = false;
 std::string g_error;
 int g_context_tag = 0;  // the one context: its address is the CUcontext handle
 int g_launches = 0;
+bool g_dry = false;  // count launches, run nothing (mirai_host_set_dry)
 
 void* Context() { return &g_context_tag; }
 
@@ -87,6 +88,13 @@ void mirai_host_set_error(const char* message) {
 }
 
 int mirai_host_launch_count() { return g_launches; }
+
+// Dry: launches are counted and checked, never run, so a harness times the launch code's own host
+// work (bench/bench_host_time.py --cpu --dry). Outputs are then left as they were.
+void mirai_host_set_dry(int on) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_dry = on != 0;
+}
 
 // ---- the driver API the generated runtime loads ----------------------------------------------------
 CUresult cuInit(unsigned int flags) {
@@ -252,11 +260,14 @@ CUresult cuLaunchKernel(Function* fn, unsigned gx, unsigned gy, unsigned gz, uns
   (void)stream;
   if (fn == nullptr || extra != nullptr || by != 1 || bz != 1) return kInvalidValue;
   LaunchCallback launch;
+  bool dry;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     launch = g_launch;
+    dry = g_dry;
     ++g_launches;
   }
+  if (dry) return kSuccess;
   if (launch == nullptr) return kNotInitialized;
   return launch(fn->module, fn->name.c_str(), gx, gy, gz, bx, shared, params);
 }
