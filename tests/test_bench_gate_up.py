@@ -5,13 +5,7 @@ in every dimension, against float64 PyTorch."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.export.conftest import interpreted
 
 CHILD = r"""
 import json, sys
@@ -45,17 +39,7 @@ print(json.dumps(errors))
 
 
 def test_the_fused_gate_up_kernel_computes_pffns_first_half():
-    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    errors = json.loads(done.stdout.strip().splitlines()[-1])
+    errors = interpreted(CHILD)
     # fp32 products of 40 terms, accumulated in fp32: a few ulps of the result
     assert errors["stored"] < 1e-6 and errors["k_major"] < 1e-6, errors
     assert "same shape and strides" in errors["mixed"]

@@ -3,6 +3,7 @@ function of examples/suite.py static and dynamic."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,25 @@ def run(cmd, cwd=None, env=None, timeout=900):
         result.returncode == 0
     ), f"{cmd} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     return result
+
+
+def interpreted(script: str, *args, timeout: float = 600, drop=()) -> dict:
+    """Run `script` (python -c, from the repository root) in a child process with Triton's
+    interpreter on and no GPU, as the CPU driver runs kernels; return the JSON of its last line.
+    `drop`: environment variables to take away first."""
+    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    for name in drop:
+        env.pop(name, None)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def without_cuda_env() -> dict:

@@ -6,15 +6,12 @@ matmul reads the bias pointer from the description it is given."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import torch
 
 import mirai
 
-from tests.export.conftest import ROOT, only_variant
+from tests.export.conftest import interpreted, only_variant
 
 THREADS, CALLS, B, K, N = 8, 12, 6, 16, 8
 
@@ -80,17 +77,7 @@ def test_concurrent_calls_each_run_with_their_own_bias(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     forward = only_variant(manifest["ops"]["AffineFwd"])
     assert not forward["launches"] and [g["bias"] for g in forward["gemms"]] == ["vector"]
-    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(out), str(THREADS), str(CALLS)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = interpreted(SCRIPT, out, THREADS, CALLS)
     assert seen["failures"] == []
     assert len(seen["errors"]) == THREADS * CALLS == seen["gemms"]
     assert all(e < 1e-3 for e in seen["errors"]), seen["errors"]  # NaN fails too

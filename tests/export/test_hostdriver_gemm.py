@@ -13,17 +13,13 @@ modes it refuses). The others hold for the real library too: with DEVICE = "cuda
 from __future__ import annotations
 
 import ctypes
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 
 import pytest
 import torch
 
 from mirai.export.hostdriver import driver
-from tests.export.conftest import ROOT
+from tests.export.conftest import interpreted
 
 DEVICE = "cpu"  # where the matrices live: host memory is the stand-in's "device" memory
 
@@ -722,16 +718,5 @@ print(json.dumps({
 
 
 def test_stand_in_is_what_the_cpu_driver_process_opens():
-    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
-    env.pop("MIRAI_CUBLASLT", None)
-    result = subprocess.run(
-        [sys.executable, "-c", HOST_PROCESS],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    answer = interpreted(HOST_PROCESS, timeout=300, drop=("MIRAI_CUBLASLT",))
     assert answer == {"status": SUCCESS, "gemms": 1, "stand_in": True, "env": True}
