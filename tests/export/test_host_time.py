@@ -44,6 +44,18 @@ def test_harness_builds_with_gpp_alone(tmp_path, library):
     assert ("mirai_host_time_main" in symbols) == library
 
 
+def harness(*args, timeout=1200) -> subprocess.CompletedProcess:
+    """bench/bench_host_time.py with `args`; what it printed and returned."""
+    return subprocess.run(
+        [sys.executable, DRIVER, *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def short_run(results) -> list:
+    """The tiny counts CI runs the harness with, and where its JSON goes."""
+    return ["--warmup", WARMUP, "--calls", CALLS, "--sync-calls", SYNC_CALLS, "--json", results]
+
+
 @pytest.fixture(scope="module")
 def mlp_dynamic(tmp_path_factory):
     """examples/suite.py's mlp, dynamic: its GEMMs in cuBLASLt and Triton kernels around them."""
@@ -58,14 +70,7 @@ def mlp_dynamic(tmp_path_factory):
 
 def test_harness_runs_every_op_on_the_cpu_driver(mlp_dynamic, tmp_path):
     results = tmp_path / "results.json"
-    done = subprocess.run(
-        [sys.executable, DRIVER, mlp_dynamic, "--cpu", "--batches", "5"]
-        + ["--warmup", str(WARMUP), "--calls", str(CALLS), "--sync-calls", str(SYNC_CALLS)]
-        + ["--json", results],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    done = harness(mlp_dynamic, "--cpu", "--batches", "5", *short_run(results))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     manifest = json.loads((mlp_dynamic / "manifest.json").read_text())
     seen = json.loads(results.read_text())
@@ -97,25 +102,25 @@ def test_a_static_build_runs_only_at_its_own_batch(tmp_path):
         "ops": {"MlpFwd": {"graph": "forward", "inputs": [], "outputs": []}},
     }
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    done = subprocess.run(
-        [sys.executable, DRIVER, tmp_path, "--cpu", "--batches", "9"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = harness(tmp_path, "--cpu", "--batches", "9", timeout=600)
     assert done.returncode == 1
     assert "is a static build for B=8; it cannot run at B=9" in done.stderr
 
 
 def test_harness_takes_temporaries_from_a_stream_ordered_allocator(mlp_dynamic, tmp_path):
     # --alloc async: cuMemAllocAsync per request, cuMemFreeAsync after each call
-    done = subprocess.run(
-        [sys.executable, DRIVER, mlp_dynamic, "--cpu", "--batches", "3", "--ops", "MlpFwd"]
-        + ["--alloc", "async", "--warmup", "1", "--calls", "1", "--sync-calls", "0"]
-        + ["--json", tmp_path / "results.json"],
-        capture_output=True,
-        text=True,
-        timeout=1200,
+    done = harness(
+        *[mlp_dynamic, "--cpu", "--batches", "3", "--ops", "MlpFwd", "--alloc", "async"],
+        *[
+            "--warmup",
+            "1",
+            "--calls",
+            "1",
+            "--sync-calls",
+            "0",
+            "--json",
+            tmp_path / "results.json",
+        ],
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (r,) = json.loads((tmp_path / "results.json").read_text())
@@ -127,13 +132,8 @@ def test_a_dry_run_counts_every_launch_and_runs_none(mlp_dynamic, tmp_path):
     """--dry: the stand-ins check and count every launch and GEMM but run none, so what the harness
     times is the launch code's own host work; outputs stay as the harness filled them (NaN)."""
     results = tmp_path / "results.json"
-    done = subprocess.run(
-        [sys.executable, DRIVER, mlp_dynamic, "--cpu", "--dry", "--batches", "5"]
-        + ["--warmup", str(WARMUP), "--calls", str(CALLS), "--sync-calls", str(SYNC_CALLS)]
-        + ["--json", results],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done = harness(
+        mlp_dynamic, "--cpu", "--dry", "--batches", "5", *short_run(results), timeout=600
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Dry run on the CPU stand-ins" in done.stdout
@@ -145,9 +145,7 @@ def test_a_dry_run_counts_every_launch_and_runs_none(mlp_dynamic, tmp_path):
         }
         assert r["nonfinite_outputs"] > 0  # nothing was written
         assert r["host_us"] > 0
-    refused = subprocess.run(
-        [sys.executable, DRIVER, mlp_dynamic, "--dry"], capture_output=True, text=True, timeout=60
-    )
+    refused = harness(mlp_dynamic, "--dry", timeout=60)
     assert (
         refused.returncode == 2 and "--dry runs on the CPU stand-ins: add --cpu" in refused.stderr
     )
