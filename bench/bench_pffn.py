@@ -36,7 +36,12 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-pffn.md"
 
-from results import record, timed_side_by_side, without_grad  # noqa: E402  (bench/results.py)
+from results import (
+    capturable,
+    record,
+    timed_side_by_side,
+    without_grad,
+)  # noqa: E402  (bench/results.py)
 
 
 def host_time(fn, calls: int = 300) -> float:
@@ -107,19 +112,6 @@ def cell(times: dict, name: str, peer: float) -> str:
 def gpu_time_row(batch: int, names, forward: dict, both: dict, rounds: int) -> str:
     """One row of GPU times: forward and forward+backward of every candidate, as CUDA graphs. A
     candidate that cannot be captured (autograd's backward of a peer may not be) gets a dash."""
-    import torch
-
-    def capturable(fns: dict) -> dict:
-        kept = {}
-        for name, fn in fns.items():
-            try:
-                timed_side_by_side({name: fn}, 1, graphs=True)
-                kept[name] = fn
-            except Exception as err:  # noqa: BLE001 (reported, then left out of the row)
-                print(f"{name}: not capturable as a CUDA graph: {type(err).__name__}: {err}")
-                torch.cuda.synchronize()
-        return kept
-
     fwd = timed_side_by_side(capturable(forward), rounds, graphs=True)
     fb = timed_side_by_side(capturable(both), rounds, graphs=True)
 

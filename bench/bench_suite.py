@@ -1,6 +1,6 @@
 """Benchmark of every function of examples/suite.py exported, against torch.compile on the same GPU.
 
-    python bench/bench_suite.py --builds DIR [--batches 1024,65536] [--functions a,b]
+    python bench/bench_suite.py --builds DIR [--batches 1024,65536] [--functions a,b] [--graphs]
 
 DIR holds GPU-less builds as `tests/gpu/check_suite.py --prepare DIR --dynamic-only` makes them
 (DIR/<function>/dynamic): one dynamic build per function serves every batch. For each function and
@@ -14,7 +14,8 @@ forward and the forward+backward of:
 - eager PyTorch.
 
 The suite's functions are small (16 to 128 features), so at the smaller batch host time dominates
-every column. Prints a Markdown table of milliseconds and ratios (torch.compile / generated: above 1,
+every column: Python and the launch path, not kernels. `--graphs` also times each candidate as a CUDA
+graph of its calls (mirai.gpu.timing): GPU time alone, which compares the kernels. Prints a Markdown table of milliseconds and ratios (torch.compile / generated: above 1,
 the generated op is faster) and records it in bench/RESULTS-suite.md above the earlier results (and in $OUT when set).
 """
 
@@ -31,11 +32,17 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 RESULTS = ROOT / "bench" / "RESULTS-suite.md"
 
-from results import record, timed_side_by_side, without_grad  # noqa: E402  (bench/results.py)
+from results import (
+    capturable,
+    record,
+    timed_side_by_side,
+    without_grad,
+)  # noqa: E402  (bench/results.py)
 
 
-def measure(name: str, folder: Path, batch: int) -> dict:
-    """Milliseconds per call of the generated ops, torch.compile and eager for one function."""
+def measure(name: str, folder: Path, batch: int, graphs: bool = False) -> dict:
+    """Milliseconds per call of the generated ops, torch.compile and eager for one function: "fwd"
+    and "fwd+bwd", and with `graphs` their GPU times alone, "fwd graphs" and "fwd+bwd graphs"."""
     import torch
 
     from mirai.export.launch import GeneratedFunction
@@ -55,13 +62,14 @@ def measure(name: str, folder: Path, batch: int) -> dict:
     tangents = [torch.randn_like(o) if o.is_floating_point() else None for o in outs]
     row = {}
 
-    row["fwd"] = timed_side_by_side(
-        {
-            "generated": without_grad(lambda: generated(plain)),
-            "torch.compile": without_grad(lambda: compiled(*plain)),
-            "eager": without_grad(lambda: op.fn(*plain)),
-        }
-    )
+    forward = {
+        "generated": without_grad(lambda: generated(plain)),
+        "torch.compile": without_grad(lambda: compiled(*plain)),
+        "eager": without_grad(lambda: op.fn(*plain)),
+    }
+    row["fwd"] = timed_side_by_side(forward)
+    if graphs:
+        row["fwd graphs"] = timed_side_by_side(capturable(forward), graphs=True)
     if generated.backward is None or not any(grads):
         return row
 
@@ -78,28 +86,38 @@ def measure(name: str, folder: Path, batch: int) -> dict:
 
         return run
 
-    row["fwd+bwd"] = timed_side_by_side(
-        {
-            "generated": lambda: generated.forward_backward(plain, tangents),
-            "torch.compile": backward_of(compiled),
-            "eager": backward_of(op.fn),
-        }
-    )
+    both = {
+        "generated": lambda: generated.forward_backward(plain, tangents),
+        "torch.compile": backward_of(compiled),
+        "eager": backward_of(op.fn),
+    }
+    row["fwd+bwd"] = timed_side_by_side(both)
+    if graphs:
+        row["fwd+bwd graphs"] = timed_side_by_side(capturable(both), graphs=True)
     return row
+
+
+TABLES = {
+    "fwd": "Forward",
+    "fwd+bwd": "Forward + backward",
+    "fwd graphs": "Forward, GPU time alone (each candidate timed as a CUDA graph of its calls)",
+    "fwd+bwd graphs": "Forward + backward, GPU time alone (CUDA graphs)",
+}
 
 
 def render(results: dict, batches: list[int], header: str) -> str:
     """The Markdown tables: one row per function, a column group per batch."""
     out = [header]
-    for part in ("fwd", "fwd+bwd"):
-        title = "Forward" if part == "fwd" else "Forward + backward"
+    for part, title in TABLES.items():
+        if not any(part in by_batch.get(b, {}) for by_batch in results.values() for b in batches):
+            continue
         cols = " | ".join(f"B={b} generated | B={b} torch.compile | B={b} ratio" for b in batches)
         out += [f"\n{title}:\n", f"| function | {cols} |", "|---|" + "---|---|---|" * len(batches)]
         for name, by_batch in results.items():
             cells = []
             for b in batches:
                 t = by_batch.get(b, {}).get(part)
-                if t is None:
+                if not t or "generated" not in t or "torch.compile" not in t:
                     cells.append("- | - | -")
                     continue
                 gen, peer = t["generated"], t["torch.compile"]
@@ -119,6 +137,9 @@ def main(argv=None) -> int:
     parser.add_argument("--builds", type=Path, required=True, help="DIR/<function>/dynamic")
     parser.add_argument("--batches", default="1024,65536")
     parser.add_argument("--functions", default="", help="suite entries (default: all)")
+    parser.add_argument(
+        "--graphs", action="store_true", help="also GPU time alone: each candidate as a CUDA graph"
+    )
     args = parser.parse_args(argv)
     torch.set_float32_matmul_precision("high")
     batches = [int(b) for b in args.batches.split(",")]
@@ -131,7 +152,7 @@ def main(argv=None) -> int:
     for name in names:
         results[name] = {}
         for batch in batches:
-            results[name][batch] = measure(name, args.builds / name / "dynamic", batch)
+            results[name][batch] = measure(name, args.builds / name / "dynamic", batch, args.graphs)
             print(name, batch, results[name][batch], flush=True)
     manifest = (args.builds / names[0] / "dynamic" / "manifest.json").read_text()
     import json
@@ -145,7 +166,7 @@ def main(argv=None) -> int:
         "through its C interface (the launch code the TensorFlow ops wrap; TensorFlow cannot be "
         "installed on the GPU machine). Peer: torch.compile(mode='max-autotune-no-cudagraphs', "
         "dynamic=False) compiled for each batch. `python bench/bench_suite.py --builds DIR "
-        f"--batches {args.batches}`."
+        f"--batches {args.batches}{' --graphs' if args.graphs else ''}`."
     )
     text = render(results, batches, header)
     print(text)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mirai.gpu.timing import timed_side_by_side  # noqa: F401  (the benches time with it)
+from mirai.gpu.timing import (
+    capturable,
+    timed_side_by_side,
+)  # noqa: F401  (the benches time with them)
 
 HISTORY = "## Earlier results"
 

@@ -28,3 +28,24 @@ def test_new_results_go_on_top_and_the_earlier_ones_stay(tmp_path, monkeypatch):
     third = record(path, "# x benchmark\n\nthird table\n", "# x benchmark")
     earlier = third.partition(HISTORY)[2]
     assert earlier.index("second table") < earlier.index("first table")
+
+
+def test_the_suite_bench_renders_gpu_time_tables_only_where_measured():
+    import bench_suite
+
+    results = {
+        "softmax": {
+            1024: {
+                "fwd": {"generated": 0.01, "torch.compile": 0.02},
+                "fwd graphs": {"generated": 0.004, "torch.compile": 0.005},
+            },
+            65536: {"fwd": {"generated": 0.02, "torch.compile": 0.01}},
+        },
+        "int_only": {1024: {"fwd": {"generated": 0.01}}, 65536: {}},
+    }
+    text = bench_suite.render(results, [1024, 65536], "# suite")
+    assert "Forward + backward" not in text  # nothing measured for it
+    graphs = text.partition("GPU time alone")[2]
+    assert "| softmax | 0.0040 | 0.0050 | 1.25x | - | - | - |" in graphs
+    assert "| softmax | 0.0100 | 0.0200 | 2.00x | 0.0200 | 0.0100 | 0.50x |" in text
+    assert "| int_only | - | - | - | - | - | - |" in text  # no peer to compare with

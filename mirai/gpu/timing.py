@@ -44,3 +44,19 @@ def rounds_side_by_side(fns: dict, rounds: int = 5, graphs: bool = False) -> dic
         for name in names[r % len(names) :] + names[: r % len(names)]:
             samples[name].append(once(fns[name]))
     return samples
+
+
+def capturable(fns: dict) -> dict:
+    """The candidates of `fns` that can be timed as CUDA graphs (autograd's backward of a peer may
+    not be): each is captured once; the others are reported and left out."""
+    import torch
+
+    kept = {}
+    for name, fn in fns.items():
+        try:
+            timed_side_by_side({name: fn}, 1, graphs=True)
+            kept[name] = fn
+        except Exception as err:  # noqa: BLE001 (reported, then left out)
+            print(f"{name}: not capturable as a CUDA graph: {type(err).__name__}: {err}")
+            torch.cuda.synchronize()
+    return kept
