@@ -9,6 +9,17 @@ On a machine without a GPU, make those builds to carry over:
 
     python tests/gpu/check_suite.py --prepare gpuless/
 
+Tune once on the GPU, then build anywhere with what it measured (mirai.export.tuning):
+
+    python tests/gpu/check_suite.py --tune TABLES --batches 1024,65536      # on the GPU
+    python tests/gpu/check_suite.py --prepare gpuless/ --dynamic-only --buckets 1024,65536 \
+        --tuning TABLES                                                    # anywhere
+
+`--tune DIR` writes one tuning table per function, DIR/<function>.json (kernel names repeat across
+functions, so one table each); `--tuning DIR` builds each function with its own table where DIR
+has one. `--buckets` makes the dynamic builds bucketed (mirai.export.buckets): captured once per
+bucket, each batch running the kernels of its nearest bucket, instead of the choices of one sample.
+
 Each function is built static at every batch size of --batches and dynamic once; a GPU-less
 preparation also adds a dynamic build for --ptx-target alone, whose cubins do not fit a newer GPU, so
 the driver compiles its PTX (the fallback path). Every build is run through the generated launch code
@@ -47,6 +58,8 @@ class Plan:
     functions: list[str] | None = None  # default: the whole suite
     precision: str = precision.DEFAULT
     dynamic_only: bool = False
+    buckets: list[int] | None = None  # dynamic builds bucketed at these batches
+    tuning: Path | None = None  # DIR/<function>.json: tuning tables for GPU-less builds
 
     def builds(self):
         """(function, kind, output folder name, batch, dynamic, target) for every build."""
@@ -69,18 +82,48 @@ def make_builds(out: Path, plan: Plan, gpu: bool) -> None:
 
     for name, kind, folder, batch, dynamic, target in plan.builds():
         fn, samples, _ = SUITE[name]
+        table = plan.tuning / f"{name}.json" if plan.tuning else None
         t = time.perf_counter()
         mirai.build(
             fn,
             samples(batch),
             output_dir=out / folder,
             dynamic=dynamic,
+            buckets=plan.buckets if dynamic else None,
+            tuning=table if table is not None and table.exists() else None,
             target=target,
             precision=plan.precision,
             gpu=gpu,
             progress=False,
         )
         print(f"built {folder} ({kind}) in {time.perf_counter() - t:.1f}s", flush=True)
+
+
+def tune_suite(out: Path, plan: Plan) -> None:
+    """On this GPU: one tuning table per function, `out/<function>.json`, measured at every batch
+    of the plan (an existing table keeps its other entries)."""
+    from mirai.export.tuning import TuningTable, tune
+    from suite import SUITE
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in plan.functions or SUITE:
+        fn, samples, _ = SUITE[name]
+        t = time.perf_counter()
+        table = tune(
+            fn,
+            {f"batch {b}": samples(b) for b in plan.batches},
+            precision=plan.precision,
+            progress=False,
+        )
+        path = out / f"{name}.json"
+        if path.exists():
+            table = TuningTable.load(path).merged(table)
+        table.save(path)
+        print(
+            f"tuned {name}: {len(table.kernels)} kernel configurations, {len(table.gemms)} GEMMs "
+            f"in {time.perf_counter() - t:.1f}s",
+            flush=True,
+        )
 
 
 def loaded_binaries(directory: Path, cc: int) -> str:
@@ -234,6 +277,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dynamic-only", action="store_true", help="no static builds")
     parser.add_argument("--prepare", type=Path, help="only make GPU-less builds into this folder")
     parser.add_argument("--builds", type=Path, help="verify the builds in this folder")
+    parser.add_argument("--buckets", default="", help="bucket the dynamic builds, e.g. 1024,65536")
+    parser.add_argument("--tuning", type=Path, help="DIR/<function>.json tables for --prepare")
+    parser.add_argument("--tune", type=Path, help="on a GPU: write DIR/<function>.json tables")
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-suite-check"))
     parser.add_argument(
         "--results",
@@ -249,10 +295,14 @@ def main(argv=None) -> int:
         functions=[f.strip() for f in args.functions.split(",") if f.strip()] or None,
         precision=args.precision,
         dynamic_only=args.dynamic_only,
+        buckets=[int(b) for b in args.buckets.split(",") if b.strip()] or None,
+        tuning=args.tuning,
     )
     unknown = set(plan.functions or []) - set(__import__("suite").SUITE)
     if unknown:
         parser.error(f"not in examples/suite.py: {', '.join(sorted(unknown))}")
+    if args.tuning is not None and not args.tuning.is_dir():
+        parser.error(f"--tuning {args.tuning}: no such folder of tables")
     if args.prepare:
         make_builds(args.prepare, plan, gpu=False)
         return 0
@@ -262,6 +312,9 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("check_suite: no CUDA device; use --prepare without a GPU", file=sys.stderr)
         return 2
+    if args.tune:
+        tune_suite(args.tune, plan)
+        return 0
     if args.builds is None:
         major, minor = torch.cuda.get_device_capability()
         plan.targets, plan.ptx_target = f"sm_{major}{minor}", None

@@ -77,6 +77,10 @@ def inductor_settings(gpu: bool, gemm: str = DEFAULT_GEMM) -> dict:
         "freezing": False,
         "triton.cudagraphs": False,
         "autotune_fallback_to_aten": False,
+        # Split-K "decompose_k" candidates (a GEMM whose K dwarfs M and N, such as a weight
+        # gradient summed over a large batch) run as a subgraph calling aten's bmm_dtype, which
+        # the export has no kernel for: a GPU build that timed one fastest could not be exported.
+        "triton.num_decompose_k_splits": 0,
     }
     if not gpu:
         settings.update(
