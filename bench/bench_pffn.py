@@ -12,7 +12,9 @@ triton.testing.do_bench in rounds (results.timed_side_by_side), the forward and 
   "gpuless", static builds made on a machine without a GPU (`--gpuless DIR`: DIR/B<batch>, as
   check_pffn.py --prepare makes them); "dynamic", one GPU-less dynamic build (DIR/dynamic) serving
   every batch; "bucketed" (DIR/bucketed), one GPU-less dynamic build with a bucket at every
-  batch (mirai.export.buckets); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
+  batch (mirai.export.buckets); "inference" (DIR/inference), the forward alone as
+  `mirai.build(..., inference=True)` makes it for serving, bucketed, with no residuals to write
+  (forward tables only, like the peers' forwards, which run under torch.no_grad); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
   `mirai tune` wrote on this GPU (`--tuned DIR`, from check_pffn.py --prepare DIR --tuning FILE),
   and "tuned bucketed" (DIR/bucketed), one dynamic build with a bucket at every batch;
 - torch.compile (max-autotune, no CUDA graphs: kernels against kernels) and eager PyTorch.
@@ -69,6 +71,7 @@ def variants(batch: int, args) -> dict[str, Path]:
         folders["gpuless"] = args.gpuless / f"B{batch}"
         folders["dynamic"] = args.gpuless / "dynamic"
         folders["bucketed"] = args.gpuless / "bucketed"
+        folders["inference"] = args.gpuless / "inference"  # forward alone: no backward op
     if args.tuned is not None:
         folders["tuned"] = args.tuned / f"B{batch}"
         folders["tuned dynamic"] = args.tuned / "dynamic"
@@ -172,6 +175,7 @@ def main(argv=None) -> int:
             "gpuless",
             "dynamic",
             "bucketed",
+            "inference",
             "tuned",
             "tuned dynamic",
             "tuned bucketed",
@@ -203,7 +207,8 @@ def main(argv=None) -> int:
         for name, folder in builds.items():
             fn = GeneratedFunction(folder)
             forward[name] = lambda fn=fn: fn(plain)
-            both[name] = lambda fn=fn: fn.forward_backward(plain, [grad])
+            if fn.backward is not None:
+                both[name] = lambda fn=fn: fn.forward_backward(plain, [grad])
         gen_fwd = timed_side_by_side(forward, args.rounds)
         gen_fb = timed_side_by_side(both, args.rounds)
         t_comp, t_eager = gen_fwd.pop("torch.compile"), gen_fwd.pop("eager")

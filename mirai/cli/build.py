@@ -5,6 +5,7 @@ The file either calls `mirai.build` itself when run as a script, or defines `MIR
 
     mirai build examples/pffn.py --target sm_90 --output-dir generated
     mirai build examples/pffn_dynamic.py --buckets 64,512,2000,8000 --tuning bench/tuning/pffn-h200-tf32.json
+    mirai build examples/pffn.py --inference --output-dir serving   # the forward alone, for serving
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def register(sub) -> None:
         "choices at its batch)",
     )
     p.add_argument(
+        "--inference",
+        action="store_true",
+        default=None,
+        help="export the forward alone, for serving: one op, <Name>InferenceFwd, writing only the "
+        "outputs (a training build's forward also writes what its backward reads)",
+    )
+    p.add_argument(
         "--framework",
         dest="frameworks",
         action="append",
@@ -98,7 +106,7 @@ def run(args) -> int:
     samples = spec.get("sample_inputs")
     if callable(samples):
         samples = samples()
-    keys = ("target", "precision", "dynamic", "gemm", "frameworks", "buckets")
+    keys = ("target", "precision", "dynamic", "gemm", "frameworks", "buckets", "inference")
     options = {k: spec[k] for k in keys if k in spec}
     for key in keys:
         if getattr(args, key) is not None:

@@ -64,6 +64,7 @@ def build(
     gemm: str = DEFAULT_GEMM,
     tuning=None,
     buckets=None,
+    inference: bool = False,
     progress: bool = True,
     frameworks=("tf",),
 ) -> BuildResult:
@@ -87,6 +88,9 @@ def build(
     `buckets` (dynamic builds only), batch sizes such as (64, 512, 2000, 8000): the graph is captured
     at each of them and the op runs, for batch b, the kernels captured at the bucket nearest to b
     (mirai.export.buckets); with a tuning table each bucket takes the table's choices at its batch.
+    `inference=True` exports the forward alone, for serving: one op, `<name>InferenceFwd`, that
+    writes only the function's outputs, where the forward op of a training build also writes the
+    residuals its backward op reads (mirai.export.decorator.Op.for_inference).
 
     >>> result = mirai.build(pffn, sample_inputs=[x, w_gate, b_gate, w_up, b_up, w_down, b_down])  # doctest: +SKIP
     >>> result.ops  # doctest: +SKIP
@@ -106,6 +110,8 @@ def build(
         raise MiraiError(
             f"mirai.build needs a function decorated with @mirai.op(name=...); got {fn!r}"
         )
+    if inference:
+        fn = fn.for_inference()
     targets = parse_targets(target)
     frameworks = parse(frameworks)
     if buckets is not None and not dynamic:

@@ -37,6 +37,13 @@ class Op:
 
         return list(inspect.signature(self.fn).parameters)
 
+    def for_inference(self) -> "Op":
+        """The same function exported for inference: no parameter gets a gradient, so the export
+        has a forward op alone, `<name>InferenceFwd`, which writes its outputs and nothing for a
+        backward op to read (a training forward also writes the residuals its backward reads).
+        The name differs so that both builds can be loaded in one process."""
+        return Op(fn=self.fn, name=f"{self.name}Inference", no_grad=tuple(self.param_names))
+
 
 def op(fn: Callable | None = None, *, name: str | None = None, no_grad=()):
     """Mark `fn` for export as TensorFlow ops `<name>Fwd` and `<name>Bwd`.

@@ -5,6 +5,7 @@
     python tf_checks.py DIR wrong-dtype           # float32 into an fp16/bf16 op is refused
     python tf_checks.py DIR run-cpu               # running on a CPU-only TensorFlow fails cleanly
     python tf_checks.py trace-many BATCH DIR...    # `trace` for several folders, one JSON object
+    python tf_checks.py forward-many BATCH DIR...  # the same without the gradient (inference builds)
 
 Prints one JSON line with what it saw.
 """
@@ -45,7 +46,9 @@ def specs(module, batch):
     return out
 
 
-def trace(directory, batch_arg, emit=True):
+def trace(directory, batch_arg, emit=True, gradients=True):
+    """What a tf.function trace of the folder's API shows; with `gradients`, of the API called
+    under a GradientTape and differentiated with respect to every input."""
     module, fn = load_api(directory)
     batch = None if batch_arg == "none" else int(batch_arg)
     input_specs = specs(module, batch)
@@ -58,7 +61,11 @@ def trace(directory, batch_arg, emit=True):
             y = fn(*args)
         return y, tape.gradient(y, args, unconnected_gradients="none")
 
-    concrete = step.get_concrete_function(*input_specs)
+    @tf.function
+    def forward(*args):
+        return fn(*args), [None] * len(args)
+
+    concrete = (step if gradients else forward).get_concrete_function(*input_specs)
     graph = concrete.graph
     y, grads = concrete.structured_outputs
     fwd = [op for op in graph.get_operations() if op.type.endswith("Fwd")]
@@ -89,12 +96,12 @@ def trace(directory, batch_arg, emit=True):
     return seen
 
 
-def trace_many(batch_arg, directories):
+def trace_many(batch_arg, directories, gradients=True):
     """`trace` for several folders in one process: {folder: what trace saw, or the error}."""
     seen = {}
     for directory in directories:
         try:
-            seen[directory] = trace(directory, batch_arg, emit=False)
+            seen[directory] = trace(directory, batch_arg, emit=False, gradients=gradients)
         except Exception as err:  # noqa: BLE001 - reported to the test
             seen[directory] = {"error": f"{type(err).__name__}: {err}"[:2000]}
     print(json.dumps(seen))
@@ -144,8 +151,8 @@ def run_cpu(directory):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "trace-many":
-        trace_many(sys.argv[2], sys.argv[3:])
+    if sys.argv[1] in ("trace-many", "forward-many"):
+        trace_many(sys.argv[2], sys.argv[3:], gradients=sys.argv[1] == "trace-many")
         sys.exit(0)
     directory, command, *rest = sys.argv[1:]
     {

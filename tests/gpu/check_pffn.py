@@ -11,7 +11,8 @@ On a machine without a GPU, prepare GPU-less builds to carry over:
 
 For every batch size it runs the generated forward and backward launch code (the code the TensorFlow
 ops wrap) on fresh random inputs and compares the output and all seven gradients with a float64
-PyTorch reference: relative error by norm, ||got - ref|| / ||ref||. Results are printed as a table and
+PyTorch reference: relative error by norm, ||got - ref|| / ||ref||. The GPU-less preparation also
+makes an inference build (DIR/inference: the forward alone, bucketed), whose output is checked. Results are printed as a table and
 written as JSON and Markdown (--results). Exit status 1 if any error exceeds the tolerance.
 """
 
@@ -76,6 +77,24 @@ def check_dir(directory: Path, batch: int, seed: int) -> dict:
     return {name: rel_err(a, b) for name, a, b in zip(NAMES, got, ref)}
 
 
+def check_forward(directory: Path, batch: int, seed: int) -> dict:
+    """check_dir for a build without a backward op (an inference build): the output alone."""
+    import torch
+
+    import pffn as example
+    from mirai.export.launch import GeneratedFunction
+
+    fn = GeneratedFunction(directory, check_inputs=True)
+    inputs = example.sample_inputs(batch, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = [torch.randn(t.shape, device="cuda", generator=g) * t.std() for t in inputs]
+    (output,) = fn(inputs)
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        ref = example.pffn.fn(*[t.double() for t in inputs])
+    return {NAMES[0]: rel_err(output, ref)}
+
+
 def build_on_gpu(batch: int, out: Path, precision: str, dynamic: bool = False) -> float:
     import pffn as example
 
@@ -112,8 +131,11 @@ def prepare(out: Path, batches, precision: str, tuning: Path | None = None) -> N
     for batch in batches:
         build(f"B{batch}", batch)
     build("dynamic", batches[-1], dynamic=True)
-    if len(batches) > 1:  # one dynamic build running, at each batch, what was captured for it
-        build("bucketed", batches[-1], dynamic=True, buckets=batches)
+    buckets = batches if len(batches) > 1 else None
+    if buckets:  # one dynamic build running, at each batch, what was captured for it
+        build("bucketed", batches[-1], dynamic=True, buckets=buckets)
+    # the forward alone, for serving (bucketed like the one above): no residuals to write
+    build("inference", batches[-1], dynamic=True, buckets=buckets, inference=True)
 
 
 def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
@@ -143,11 +165,13 @@ def table(rows) -> str:
     header = ["build", "B", "max rel err"] + NAMES
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        errs = [row["errors"][n] for n in NAMES]
+        errs = [row["errors"].get(n) for n in NAMES]  # an inference build has no gradients
+        worst = max(e for e in errs if e is not None)
         lines.append(
             "| "
             + " | ".join(
-                [row["build"], str(row["batch"]), f"{max(errs):.2e}"] + [f"{e:.1e}" for e in errs]
+                [row["build"], str(row["batch"]), f"{worst:.2e}"]
+                + [f"{e:.1e}" if e is not None else "-" for e in errs]
             )
             + " |"
         )
@@ -231,14 +255,15 @@ def main(argv=None) -> int:
                 }
             )
             print(table(rows[-1:]), flush=True)
-        for kind in ("dynamic", "bucketed"):
+        for kind in ("dynamic", "bucketed", "inference"):
             folder = args.gpuless / kind if args.gpuless else None
+            check = check_forward if kind == "inference" else check_dir
             if folder and folder.exists():
                 rows.append(
                     {
                         "build": f"gpuless {kind}",
                         "batch": batch,
-                        "errors": check_dir(folder, batch, seed=200 + batch),
+                        "errors": check(folder, batch, seed=200 + batch),
                         "tolerance": dir_tolerance(folder),
                     }
                 )
