@@ -14,7 +14,10 @@ forward and the forward+backward of:
 - eager PyTorch.
 
 The suite's functions are small (16 to 128 features), so at the smaller batch host time dominates
-every column: Python and the launch path, not kernels. `--graphs` also times each candidate as a CUDA
+every column: Python and the launch path, not kernels. Where DIR/<function>/inference holds an
+inference build (`check_suite.py --prepare --inference`), its forward gets tables of its own: a
+generated forward op also writes what its backward reads, while the peers' forwards run under
+torch.no_grad. `--graphs` also times each candidate as a CUDA
 graph of its calls (mirai.gpu.timing): GPU time alone, which compares the kernels. Prints a Markdown table of milliseconds and ratios (torch.compile / generated: above 1,
 the generated op is faster) and records it in bench/RESULTS-suite.md above the earlier results (and in $OUT when set).
 """
@@ -67,6 +70,10 @@ def measure(name: str, folder: Path, batch: int, graphs: bool = False) -> dict:
         "torch.compile": without_grad(lambda: compiled(*plain)),
         "eager": without_grad(lambda: op.fn(*plain)),
     }
+    serving = folder.parent / "inference"  # check_suite --prepare --inference
+    if (serving / "manifest.json").exists():
+        inference = GeneratedFunction(serving)
+        forward["inference"] = without_grad(lambda: inference(plain))
     row["fwd"] = timed_side_by_side(forward)
     if graphs:
         row["fwd graphs"] = timed_side_by_side(capturable(forward), graphs=True)
@@ -99,14 +106,33 @@ def measure(name: str, folder: Path, batch: int, graphs: bool = False) -> dict:
 
 TABLES = {
     "fwd": "Forward",
+    "fwd inference": "Forward of the inference builds (`inference=True`: no residuals written)",
     "fwd+bwd": "Forward + backward",
     "fwd graphs": "Forward, GPU time alone (each candidate timed as a CUDA graph of its calls)",
+    "fwd graphs inference": "Forward of the inference builds, GPU time alone (CUDA graphs)",
     "fwd+bwd graphs": "Forward + backward, GPU time alone (CUDA graphs)",
 }
 
 
+def with_inference(results: dict) -> dict:
+    """`results` with a table of the inference builds' forwards ("generated" the inference build)
+    after each forward table, where any function had one."""
+    out = {}
+    for name, by_batch in results.items():
+        out[name] = {}
+        for batch, parts in by_batch.items():
+            row = {}
+            for part, times in parts.items():
+                row[part] = times
+                if part in ("fwd", "fwd graphs") and "inference" in times:
+                    row[f"{part} inference"] = {**times, "generated": times["inference"]}
+            out[name][batch] = row
+    return out
+
+
 def render(results: dict, batches: list[int], header: str) -> str:
     """The Markdown tables: one row per function, a column group per batch."""
+    results = with_inference(results)
     out = [header]
     for part, title in TABLES.items():
         if not any(part in by_batch.get(b, {}) for by_batch in results.values() for b in batches):

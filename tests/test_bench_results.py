@@ -49,3 +49,21 @@ def test_the_suite_bench_renders_gpu_time_tables_only_where_measured():
     assert "| softmax | 0.0040 | 0.0050 | 1.25x | - | - | - |" in graphs
     assert "| softmax | 0.0100 | 0.0200 | 2.00x | 0.0200 | 0.0100 | 0.50x |" in text
     assert "| int_only | - | - | - | - | - | - |" in text  # no peer to compare with
+
+
+def test_the_suite_bench_gives_inference_builds_tables_of_their_own():
+    import bench_suite
+
+    results = {
+        "rms_norm_residual": {
+            1024: {
+                "fwd": {"generated": 0.02, "torch.compile": 0.01, "inference": 0.005},
+                "fwd graphs": {"generated": 0.004, "torch.compile": 0.003},
+            }
+        }
+    }
+    text = bench_suite.render(results, [1024], "# suite")
+    plain, _, served = text.partition("Forward of the inference builds")
+    assert "| rms_norm_residual | 0.0200 | 0.0100 | 0.50x |" in plain
+    assert "| rms_norm_residual | 0.0050 | 0.0100 | 2.00x |" in served.split("Forward,")[0]
+    assert text.count("inference builds") == 1  # no inference time in the GPU-time rows

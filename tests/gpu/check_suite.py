@@ -15,7 +15,9 @@ Tune once on the GPU, then build anywhere with what it measured (mirai.export.tu
     python tests/gpu/check_suite.py --prepare gpuless/ --dynamic-only --buckets 1024,65536 \
         --tuning TABLES                                                    # anywhere
 
-`--tune DIR` writes one tuning table per function, DIR/<function>.json (kernel names repeat across
+`--inference` adds DIR/<function>/inference, the forward alone (`mirai.build(..., inference=True)`,
+dynamic, bucketed like the dynamic build), checked on its outputs. `--tune DIR` writes one tuning
+table per function, DIR/<function>.json (kernel names repeat across
 functions, so one table each); `--tuning DIR` builds each function with its own table where DIR
 has one. `--buckets` makes the dynamic builds bucketed (mirai.export.buckets): captured once per
 bucket, each batch running the kernels of its nearest bucket, instead of the choices of one sample.
@@ -60,6 +62,7 @@ class Plan:
     dynamic_only: bool = False
     buckets: list[int] | None = None  # dynamic builds bucketed at these batches
     tuning: Path | None = None  # DIR/<function>.json: tuning tables for GPU-less builds
+    inference: bool = False  # also a dynamic inference build per function (the forward alone)
 
     def builds(self):
         """(function, kind, output folder name, batch, dynamic, target) for every build."""
@@ -74,6 +77,8 @@ class Plan:
             if self.ptx_target:
                 kind = f"dynamic, {self.ptx_target} only"
                 yield name, kind, f"{name}/ptx", last, True, self.ptx_target
+            if self.inference:
+                yield name, "inference", f"{name}/inference", last, True, self.targets
 
 
 def make_builds(out: Path, plan: Plan, gpu: bool) -> None:
@@ -90,6 +95,7 @@ def make_builds(out: Path, plan: Plan, gpu: bool) -> None:
             output_dir=out / folder,
             dynamic=dynamic,
             buckets=plan.buckets if dynamic else None,
+            inference=kind == "inference",
             tuning=table if table is not None and table.exists() else None,
             target=target,
             precision=plan.precision,
@@ -176,7 +182,8 @@ def verify_builds(root: Path, plan: Plan) -> dict:
             continue
         fn, samples, _ = SUITE[name]
         t = time.perf_counter()
-        rows = verify(fn, samples, directory, batches=batches if dynamic else None)
+        checked = fn.for_inference() if kind == "inference" else fn
+        rows = verify(checked, samples, directory, batches=batches if dynamic else None)
         manifest = json.loads((directory / "manifest.json").read_text())
         result = {
             "function": name,
@@ -280,6 +287,9 @@ def main(argv=None) -> int:
     parser.add_argument("--buckets", default="", help="bucket the dynamic builds, e.g. 1024,65536")
     parser.add_argument("--tuning", type=Path, help="DIR/<function>.json tables for --prepare")
     parser.add_argument("--tune", type=Path, help="on a GPU: write DIR/<function>.json tables")
+    parser.add_argument(
+        "--inference", action="store_true", help="also an inference build per function"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-suite-check"))
     parser.add_argument(
         "--results",
@@ -297,6 +307,7 @@ def main(argv=None) -> int:
         dynamic_only=args.dynamic_only,
         buckets=[int(b) for b in args.buckets.split(",") if b.strip()] or None,
         tuning=args.tuning,
+        inference=args.inference,
     )
     unknown = set(plan.functions or []) - set(__import__("suite").SUITE)
     if unknown:
