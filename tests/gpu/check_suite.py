@@ -298,6 +298,10 @@ def main(argv=None) -> int:
         "check_suite, with _<precision> for other precisions than tf32)",
     )
     args = parser.parse_args(argv)
+    try:
+        buckets = [int(b) for b in args.buckets.split(",") if b.strip()] or None
+    except ValueError:
+        parser.error(f"--buckets takes batch sizes separated by commas, not {args.buckets!r}")
     plan = Plan(
         batches=[int(b) for b in args.batches.split(",")],
         targets=args.targets,
@@ -305,7 +309,7 @@ def main(argv=None) -> int:
         functions=[f.strip() for f in args.functions.split(",") if f.strip()] or None,
         precision=args.precision,
         dynamic_only=args.dynamic_only,
-        buckets=[int(b) for b in args.buckets.split(",") if b.strip()] or None,
+        buckets=buckets,
         tuning=args.tuning,
         inference=args.inference,
     )
