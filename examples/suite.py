@@ -122,9 +122,9 @@ SUITE = {
         mlp,
         lambda b: [
             torch.randn(b, 64, generator=_g()),
-            torch.randn(64, 128) * 0.1,
-            torch.randn(128),
-            torch.randn(128, 32) * 0.1,
+            torch.randn(64, 128, generator=_g(1)) * 0.1,
+            torch.randn(128, generator=_g(2)),
+            torch.randn(128, 32, generator=_g(3)) * 0.1,
         ],
         lambda b: [(b, 32)],
     ),
@@ -133,7 +133,7 @@ SUITE = {
         lambda b: [
             torch.randn(b, 48, generator=_g()),
             torch.randn(b, 48, generator=_g(1)),
-            torch.randn(48),
+            torch.randn(48, generator=_g(2)),
         ],
         lambda b: [(b, 48)],
     ),

@@ -10,7 +10,8 @@ tolerance follows what the kernels compute where they run (`tolerance`). Where G
 the GPU, the error also depends on the function: a ReLU's mask flips wherever TF32 moves a value
 across zero, which a float64 reference does not see. So each tensor's tolerance there is at least
 PEER_FACTOR times the error of PyTorch itself computing the function in float32 with TF32 matmuls
-on the same GPU, on the same inputs (`peer_errors`).
+on the same GPU, on the same inputs (`peer_errors`; the matmuls' operands cut to TF32 as a TF32
+kernel reads them, mirai.gpu.tf32).
 
     >>> rows = verify(pffn, sample_inputs, "generated", batches=[64, 2000])  # doctest: +SKIP
     >>> rows = verify(pffn, sample_inputs, "generated", batches=[3, 17], device="cpu")  # doctest: +SKIP
@@ -51,7 +52,7 @@ def tolerance(manifest: dict, device: str = "cuda") -> float:
 
 
 # How far a TF32 build's error may exceed PyTorch's own TF32 error on the same function and inputs:
-# both round the same operands to TF32, but cuBLAS picks different algorithms (accumulation orders).
+# both cut the same operands to TF32 (mirai.gpu.tf32), but accumulate in other orders.
 PEER_FACTOR = 3.0
 
 
@@ -176,13 +177,15 @@ def _allowed(tol: float, peer: dict, name: str) -> float:
 
 
 def peer_errors(op, inputs, grad_outs, refs: dict) -> dict:
-    """The error of PyTorch computing `op` in float32 with TF32 matmuls (as torch.compile does in
-    this precision) against the float64 references `refs`, per output and gradient."""
+    """The error of PyTorch computing `op` in float32 with TF32 matmuls against the float64
+    references `refs`, per output and gradient. The matmuls' operands are cut to TF32 as a TF32
+    kernel reads them (mirai.gpu.tf32): asked for TF32, cuBLAS still runs some small products in
+    full FP32, which would leave the peer's error below what TF32 computes."""
     import torch
 
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
+    from mirai.gpu.tf32 import tf32_matmuls
+
+    with tf32_matmuls():
         x32 = [t.float().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
         out = op.fn(*x32)
         out = (out,) if isinstance(out, torch.Tensor) else tuple(out)
@@ -190,8 +193,6 @@ def peer_errors(op, inputs, grad_outs, refs: dict) -> dict:
         if diff:
             torch.autograd.backward([o for o, _ in diff], [g for _, g in diff])
         torch.cuda.synchronize()
-    finally:
-        torch.set_float32_matmul_precision(previous)
     got = {f"output{k}": o.detach() for k, o in enumerate(out)}
     got.update(
         (f"grad {name}", x.grad)

@@ -107,7 +107,8 @@ def make_builds(out: Path, plan: Plan, gpu: bool) -> None:
 
 def tune_suite(out: Path, plan: Plan) -> None:
     """On this GPU: one tuning table per function, `out/<function>.json`, measured at every batch
-    of the plan (an existing table keeps its other entries)."""
+    of the plan, for its inference build too with `plan.inference` (an existing table keeps its
+    other entries)."""
     from mirai.export.tuning import TuningTable, tune
     from suite import SUITE
 
@@ -115,12 +116,15 @@ def tune_suite(out: Path, plan: Plan) -> None:
     for name in plan.functions or SUITE:
         fn, samples, _ = SUITE[name]
         t = time.perf_counter()
-        table = tune(
-            fn,
-            {f"batch {b}": samples(b) for b in plan.batches},
-            precision=plan.precision,
-            progress=False,
-        )
+        table = None
+        for op in (fn, fn.for_inference()) if plan.inference else (fn,):
+            found = tune(
+                op,
+                {f"batch {b}": samples(b) for b in plan.batches},
+                precision=plan.precision,
+                progress=False,
+            )
+            table = found if table is None else table.merged(found)
         path = out / f"{name}.json"
         if path.exists():
             table = TuningTable.load(path).merged(table)
@@ -238,7 +242,8 @@ def markdown(report: dict) -> str:
         "Each row shows the tensor nearest its tolerance. Tolerances follow what the matmuls "
         "compute (mirai.export.verify): 1e-4 for IEEE fp32; for TF32 GEMMs 1e-2, or "
         f"{PEER_FACTOR:g}x the error of PyTorch itself computing the function with TF32 matmuls on "
-        "the same inputs where that is larger.",
+        "the same inputs where that is larger (their operands cut to TF32 as a TF32 kernel reads "
+        "them: mirai.gpu.tf32).",
         "",
         "Builds captured "
         + "; ".join(sorted({f"{r['origin']} with {r['built_with']}" for r in report["results"]}))
