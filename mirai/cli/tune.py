@@ -9,6 +9,8 @@ then builds GPU-less with those choices.
 
     mirai tune examples/pffn.py --batches 64,512,2000,8000 --output pffn-tuning.json
     mirai build examples/pffn.py --tuning pffn-tuning.json --output-dir generated
+    mirai tune examples/pffn.py --inference --batches 512,8000 --output pffn-tuning.json
+    mirai build examples/pffn.py --inference --tuning pffn-tuning.json --output-dir serving
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def register(sub) -> None:
         default=None,
         metavar="DIR",
         help="also write each GPU build: DIR/B<batch> (or DIR/samples), as mirai build would",
+    )
+    p.add_argument(
+        "--inference",
+        action="store_true",
+        help="tune the op's inference build (mirai build --inference: the forward alone, which "
+        "writes no residuals); its kernels get entries of their own beside the training op's",
     )
     p.add_argument("--target", default="sm_90", help="the target builds will name (default: sm_90)")
     p.add_argument("--precision", default=None, choices=precision.names())
@@ -105,7 +113,7 @@ def run(args) -> int:
         raise MiraiError(f"{path} defines no MIRAI_BUILD = {{'op': fn, 'sample_inputs': ...}}")
     samples = samples_by_batch(spec.get("sample_inputs"), args.batches, path)
     table = tune(
-        spec["op"],
+        spec["op"].for_inference() if args.inference else spec["op"],
         samples,
         target=args.target,
         precision=args.precision or spec.get("precision"),

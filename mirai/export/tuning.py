@@ -57,6 +57,18 @@ def gemm_key(dtype: str, operands, result_sizes) -> str:
     return f"{str(dtype).replace('torch.', '')}:{parts}->{dims(result_sizes)}"
 
 
+def table_graph(graph: str, has_backward: bool) -> str:
+    """The graph a table keys a kernel under: a training op's "forward" and "backward", and
+    "inference" for a forward compiled without a backward (an inference build, or a function with
+    nothing to differentiate). Such a forward writes no residuals, so Inductor generates other
+    kernels than the training forward's under the same names, and they are tuned apart.
+
+    >>> table_graph("forward", has_backward=False), table_graph("forward", has_backward=True)
+    ('inference', 'forward')
+    """
+    return graph if has_backward else "inference"
+
+
 def kernel_key(graph: str, name: str, size_hints) -> str:
     """A kernel's key: graph, kernel name and Inductor's size hints (a shape bucket).
 
@@ -328,6 +340,7 @@ def table_from_capture(capture, device: str) -> TuningTable:
     left out, so a table never passes a heuristic off as a measurement; GEMMs likewise."""
     kernels = {}
     for graph, found in capture.kernels.items():
+        graph = table_graph(graph, capture.backward is not None)
         for name, kernel in found.items():
             if not kernel.config_origin.startswith("autotuned"):
                 continue
@@ -437,7 +450,10 @@ def _checked_in_op(fn, inputs, folder, cap, found, work, tgt, options, show) -> 
     by_graph = opcheck.by_graph(times, "table", "cublas")
     checked = found.op_checked(opcheck.graph_gemm_keys(cap), by_graph)
     turned_back = {graph for graph, rounds in by_graph.items() if not templates_won(rounds)}
-    checked = checked.kernels_of(table_from_capture(built.capture, found.device), turned_back)
+    checked = checked.kernels_of(
+        table_from_capture(built.capture, found.device),
+        {table_graph(graph, cap.backward is not None) for graph in turned_back},
+    )
     for graph, rounds in by_graph.items():
         ms = op_check_record(rounds)
         verdict = "turned back to cuBLAS" if graph in turned_back else "kept"

@@ -226,6 +226,34 @@ def test_a_gpuless_build_takes_the_tables_choices_and_computes_right(tmp_path, h
     assert rows and all(r.ok for r in rows), row_table(rows)
 
 
+def test_an_inference_build_takes_the_tables_inference_entries_not_the_training_forwards():
+    # layer_norm's inference forward has a kernel named as its training forward's, which also
+    # writes the mean and rstd for the backward: tables key them apart ("inference" and "forward",
+    # mirai.export.tuning.table_graph), as `mirai tune --inference` writes them
+    from suite import SUITE
+
+    fn, samples, _ = SUITE["layer_norm"]
+    inference = fn.for_inference()
+    training = capture(fn, samples(256), gpu=False)
+    plain = capture(inference, samples(256), gpu=False)
+    assert plain.backward is None
+    kernel = next(iter(plain.kernels["forward"].values()))
+    assert kernel.name in training.kernels["forward"]
+    assert kernel.source != training.kernels["forward"][kernel.name].source
+    hints, config = size_hints(kernel.source), other_config(kernel)
+
+    def taken(table) -> dict:
+        chosen = capture(inference, samples(256), gpu=False, tuning=table).kernels["forward"]
+        return chosen[kernel.name]
+
+    training_entry = empty_table(kernels={kernel_key("forward", kernel.name, hints): config})
+    assert taken(training_entry).config_origin != training_entry.origin
+    inference_entry = empty_table(kernels={kernel_key("inference", kernel.name, hints): config})
+    chosen = taken(inference_entry)
+    assert chosen.config_origin == inference_entry.origin
+    assert chosen.config["kwargs"] == config["kwargs"]
+
+
 @pytest.mark.parametrize("batch", [64, 512])
 def test_the_h200_table_still_matches_what_this_torch_captures(batch):
     # bench/tuning/pffn-h200-tf32.json was measured by `mirai tune` on an H200 under torch 2.11;
@@ -248,11 +276,13 @@ def test_the_h200_table_still_matches_what_this_torch_captures(batch):
     assert len(tuned) >= 2, [(k.name, k.config_origin) for k in kernels]
 
 
+@pytest.mark.parametrize("inference", [False, True], ids=["training", "inference"])
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm_residual"])
-def test_the_suite_tables_still_match_what_this_torch_captures(name):
+def test_the_suite_tables_still_match_what_this_torch_captures(name, inference):
     # bench/tuning/suite-h200-tf32/<function>.json, measured on an H200 under torch 2.11 at
-    # B = 1024 and 65536: a GPU-less capture at 65536 under this torch takes every kernel's
-    # configuration from the table (the bucketed suite bench depends on it).
+    # B = 1024 and 65536 (`check_suite.py --tune --inference`): a GPU-less capture at 65536 under
+    # this torch takes every kernel's configuration from the table, for the training build and
+    # for the inference build (the bucketed suite bench depends on it).
     from suite import SUITE
 
     table = TuningTable.load(
@@ -260,9 +290,11 @@ def test_the_suite_tables_still_match_what_this_torch_captures(name):
     )
     assert table.versions["torch"].startswith("2.11")
     fn, samples, _ = SUITE[name]
+    if inference:
+        fn = fn.for_inference()
     cap = capture(fn, samples(65536), gpu=False, tuning=table)
     kernels = [k for graph in cap.kernels.values() for k in graph.values()]
-    assert len(kernels) >= 3
+    assert len(kernels) >= (1 if inference else 3)
     assert all(k.config_origin == table.origin for k in kernels), [
         (k.name, k.config_origin) for k in kernels
     ]

@@ -19,6 +19,7 @@ from mirai.export.capture.wrapper import interpret
 from mirai.errors import CaptureError
 from mirai.export.graph import Capture, GraphInput
 from mirai.export.symbolic import expr_str
+from mirai.export.tuning import table_graph
 from mirai.gpu.targets import Target
 
 
@@ -209,7 +210,7 @@ def capture_graphs(
             record.source,
             _graph_inputs(record, example, symbols),
             record.output_names,
-            chooser(record.kind),
+            chooser(table_graph(record.kind, has_backward=bool(backward))),
             record.module_globals,
         )
         graphs[record.kind] = graph
