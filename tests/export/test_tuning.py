@@ -254,6 +254,22 @@ def test_an_inference_build_takes_the_tables_inference_entries_not_the_training_
     assert chosen.config["kwargs"] == config["kwargs"]
 
 
+def test_a_function_with_nothing_to_differentiate_reads_the_inference_entries():
+    # int_only has no backward: its forward writes no residuals, as an inference build's, and
+    # its table's entries are keyed so (bench/tuning/suite-h200-tf32/int_only.json)
+    from suite import SUITE
+
+    table = TuningTable.load(
+        EXAMPLES.parent / "bench" / "tuning" / "suite-h200-tf32" / "int_only.json"
+    )
+    assert table.kernels and all(k.startswith("inference:") for k in table.kernels)
+    fn, samples, _ = SUITE["int_only"]
+    cap = capture(fn, samples(65536), gpu=False, tuning=table)
+    assert cap.backward is None
+    kernels = list(cap.kernels["forward"].values())
+    assert kernels and all(k.config_origin == table.origin for k in kernels)
+
+
 @pytest.mark.parametrize("batch", [64, 512])
 def test_the_h200_table_still_matches_what_this_torch_captures(batch):
     # bench/tuning/pffn-h200-tf32.json was measured by `mirai tune` on an H200 under torch 2.11;
