@@ -1,4 +1,4 @@
-"""Would a fused gate/up kernel make pffn's forward faster? A measurement before building it into the export.
+"""The fused gate/up kernel of `mirai build --fuse gate_up` against what it replaces, by weight layout.
 
     python bench/bench_gate_up.py [--batches 2000,8000]        # on a GPU
 
@@ -6,8 +6,9 @@ pffn's forward computes `silu(x @ w_gate + b_gate) * (x @ w_up + b_up)` per expe
 runs it as two cuBLAS GEMMs, each writing an [E, B, H] intermediate, and one Inductor kernel that reads
 both and writes their product: at B = 8000 (E=8, D=256, H=1024, fp32) that is 262 MB written twice
 and read twice besides the product, about 0.16 ms of the forward's 0.63 on an H200 (bench/RESULTS-
-pffn.md). `gate_up` below is one Triton kernel with two accumulators over the same tile of x and the
-SiLU product in its epilogue: it writes the product alone.
+pffn.md). `gate_up` below launches the export's kernel (mirai.export.fusions.gate_up, in its own
+configuration): two accumulators over the same tile of x and the SiLU product in its epilogue, so it
+writes the product alone. The export makes the K-major copy in the call, the third candidate here.
 
 What it may cost: on Hopper, TF32 tensor-core instructions (wgmma) read both operands K-major from
 shared memory. pffn stores its weights [E, D, H], N-contiguous, and Inductor's Triton templates ran
@@ -33,100 +34,24 @@ from datetime import date
 from pathlib import Path
 
 import triton
-import triton.language as tl
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from mirai.export.fusions.gate_up import CONFIG, launch  # noqa: E402
+
 RESULTS = ROOT / "bench" / "RESULTS-gate-up.md"
 E, D, H = 8, 256, 1024
-
-# Blocks for Hopper: 128-row tiles of x, 64 or 128 columns of both weights; two fp32 accumulators
-# of BLOCK_M x BLOCK_N each live in registers, so BLOCK_N stays at 128 or below.
-CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-    for bm, bn, bk, w, s in [
-        (128, 64, 32, 4, 3),
-        (128, 64, 32, 8, 4),
-        (128, 128, 32, 8, 3),
-        (64, 128, 32, 4, 4),
-        (128, 128, 64, 8, 2),
-        (64, 64, 64, 4, 3),
-    ]
-]
-
-
-@triton.jit
-def gate_up_kernel(
-    x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr,
-    M, N, K,
-    sx_e, sx_m, sx_k,
-    sw_e, sw_k, sw_n,
-    sb_e, sb_n,
-    so_e, so_m, so_n,
-    PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
-    """out[e] = silu(x[e] @ wg[e] + bg[e]) * (x[e] @ wu[e] + bu[e]); both weights share strides."""
-    e = tl.program_id(1)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    m0 = (tl.program_id(0) // tiles_n) * BLOCK_M
-    n0 = (tl.program_id(0) % tiles_n) * BLOCK_N
-    rm = m0 + tl.arange(0, BLOCK_M)
-    rn = n0 + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    x = x_ptr + e * sx_e + rm[:, None] * sx_m + rk[None, :] * sx_k
-    w_offsets = e * sw_e + rk[:, None] * sw_k + rn[None, :] * sw_n
-    gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_ok = (k0 + rk) < K
-        a = tl.load(x, mask=(rm[:, None] < M) & k_ok[None, :], other=0.0)
-        w_mask = k_ok[:, None] & (rn[None, :] < N)
-        wg = tl.load(wg_ptr + w_offsets, mask=w_mask, other=0.0)
-        wu = tl.load(wu_ptr + w_offsets, mask=w_mask, other=0.0)
-        gate = tl.dot(a, wg, gate, input_precision=PRECISION)
-        up = tl.dot(a, wu, up, input_precision=PRECISION)
-        x += BLOCK_K * sx_k
-        w_offsets += BLOCK_K * sw_k
-    n_ok = rn < N
-    gate += tl.load(bg_ptr + e * sb_e + rn * sb_n, mask=n_ok, other=0.0)[None, :]
-    up += tl.load(bu_ptr + e * sb_e + rn * sb_n, mask=n_ok, other=0.0)[None, :]
-    product = gate * tl.sigmoid(gate) * up
-    out = out_ptr + e * so_e + rm[:, None] * so_m + rn[None, :] * so_n
-    tl.store(out, product, mask=(rm[:, None] < M) & n_ok[None, :])
-
-
-tuned_gate_up_kernel = triton.autotune(CONFIGS, key=["M", "N", "K", "sw_k", "sw_n"])(gate_up_kernel)
 
 
 def gate_up(x, w_gate, b_gate, w_up, b_up, *, precision="tf32", config=None):
     """silu(x @ w_gate + b_gate[:, None]) * (x @ w_up + b_up[:, None]) for x [E, M, K], weights
-    [E, K, N] of any strides (the same for both), biases [E, N]: one launch. `precision`: tl.dot's
-    input precision ("tf32" or "ieee"); `config`: a dict of BLOCK_M/N/K (and num_warps,
-    num_stages) to run instead of autotuning over CONFIGS."""
-    import torch
-
-    e, m, k = x.shape
-    n = w_gate.shape[2]
-    if w_up.stride() != w_gate.stride() or w_up.shape != w_gate.shape:
-        raise ValueError("gate_up: both weights must have the same shape and strides")
-    out = torch.empty((e, m, n), device=x.device, dtype=torch.float32)
-    args = (
-        x, w_gate, w_up, b_gate, b_up, out, m, n, k,
-        *x.stride(), *w_gate.stride(), *b_gate.stride(), *out.stride(),
-    )  # fmt: skip
-    if config is None:
-        grid = lambda meta: (  # noqa: E731
-            triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),
-            e,
-        )
-        tuned_gate_up_kernel[grid](*args, PRECISION=precision)
-    else:
-        blocks = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
-        launch = {k: v for k, v in config.items() if k in ("num_warps", "num_stages")}
-        grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]), e)
-        gate_up_kernel[grid](*args, PRECISION=precision, **blocks, **launch)
-    return out
+    [E, K, N] of any strides (the same for both), biases [E, N]: one launch of the export's kernel
+    (mirai.export.fusions.gate_up), in its configuration unless `config` (BLOCK_M/N/K, num_warps,
+    num_stages) is given. `precision`: tl.dot's input precision ("tf32" or "ieee")."""
+    b_gate, b_up = b_gate.unsqueeze(1), b_up.unsqueeze(1)  # [E, 1, N], as launch reads them
+    return launch(
+        x, w_gate, b_gate, w_up, b_up, residuals=False, precision=precision, config=config
+    )[0]
 
 
 def reference(x, w_gate, b_gate, w_up, b_up):
@@ -176,13 +101,6 @@ def measure(batch: int, rounds: int) -> dict:
     row = {"errors": errors}
     row["ms"] = timed_side_by_side(candidates, rounds)
     row["gpu_ms"] = timed_side_by_side(candidates, rounds, graphs=True)
-    row["configs"] = {  # what autotuning kept for each weight layout at this batch
-        f"weight strides (K {key[3]}, N {key[4]})": dict(
-            cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages
-        )
-        for key, cfg in tuned_gate_up_kernel.cache.items()
-        if key[0] == batch
-    }
     return row
 
 
@@ -210,10 +128,7 @@ def render(rows: dict, versions: str) -> str:
                 f"{row['errors'][name]:.1e} |"
             )
     lines.append("")
-    lines.append("Configurations autotuning kept for the fused kernel:")
-    lines.append("")
-    for batch, row in rows.items():
-        lines.extend(f"- B = {batch}, {layout}: {cfg}" for layout, cfg in row["configs"].items())
+    lines.append(f"The fused kernel runs the export's configuration: {CONFIG}.")
     return "\n".join(lines) + "\n"
 
 

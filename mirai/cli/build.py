@@ -17,6 +17,7 @@ from mirai.cli.usermodule import load_user_module
 from mirai.errors import MiraiError
 from mirai.export.frameworks import FRAMEWORKS
 from mirai.export.capture.inductor import DEFAULT_GEMM, GEMM_POLICIES
+from mirai.export import fusions
 from mirai.gpu import precision
 
 
@@ -50,6 +51,7 @@ def register(sub) -> None:
         help="; ".join(f"{g.name}: {g.help}" for g in GEMM_POLICIES.values())
         + f" (default: {DEFAULT_GEMM})",
     )
+    fusions.add_option(p, "all of them with --inference, none otherwise")
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(
         "--buckets",
@@ -106,7 +108,7 @@ def run(args) -> int:
     samples = spec.get("sample_inputs")
     if callable(samples):
         samples = samples()
-    keys = ("target", "precision", "dynamic", "gemm", "frameworks", "buckets", "inference")
+    keys = ("target", "precision", "dynamic", "gemm", "fuse", "frameworks", "buckets", "inference")
     options = {k: spec[k] for k in keys if k in spec}
     for key in keys:
         if getattr(args, key) is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mirai.cli.usermodule import load_user_module
 from mirai.errors import MiraiError
+from mirai.export import fusions
 from mirai.export.capture.inductor import GEMM_POLICIES
 from mirai.gpu import precision
 
@@ -58,6 +59,7 @@ def register(sub) -> None:
         help="tune the op's inference build (mirai build --inference: the forward alone, which "
         "writes no residuals); its kernels get entries of their own beside the training op's",
     )
+    fusions.add_option(p, "as mirai build's: tune what it will build")
     p.add_argument("--target", default="sm_90", help="the target builds will name (default: sm_90)")
     p.add_argument("--precision", default=None, choices=precision.names())
     p.add_argument("--gemm", default=None, choices=tuple(GEMM_POLICIES))
@@ -118,6 +120,7 @@ def run(args) -> int:
         target=args.target,
         precision=args.precision or spec.get("precision"),
         gemm=args.gemm or spec.get("gemm"),
+        fuse=args.fuse if args.fuse is not None else spec.get("fuse"),
         builds=build_folders(samples, args.builds),
         op_check=args.op_check,
         progress=not args.quiet,

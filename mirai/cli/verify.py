@@ -81,8 +81,9 @@ def _reference(args):
     candidates = [(spec["op"], spec["sample_inputs"])] if isinstance(spec, dict) else []
     candidates += [(entry[0], entry[1]) for entry in suite.values()]
     for op, samples in candidates:
-        if op.name == name:
-            return directory, op, samples
+        for built in (op, op.for_inference()):  # a build of the op, or its inference build
+            if built.name == name:
+                return directory, built, samples
     raise MiraiError(
         f"{target} has no MIRAI_BUILD or SUITE entry for the op {name!r} built in {directory}; "
         "name a SUITE entry with --function"

@@ -63,6 +63,7 @@ def build(
     ptx_version: int | None = None,
     gemm: str = DEFAULT_GEMM,
     tuning=None,
+    fuse=None,
     buckets=None,
     inference: bool = False,
     progress: bool = True,
@@ -85,6 +86,9 @@ def build(
     `frameworks` names the front ends over the same launch code: "tf" (default: TensorFlow ops,
     build.sh, <name>_api.py) and "jax" (XLA FFI handlers, build_jax.sh, <name>_jax.py), e.g.
     ("tf", "jax") or "tf,jax" (mirai.export.frameworks).
+    `fuse` names graph-level fusions (mirai.export.fusions.FUSIONS), e.g. ("gate_up",): patterns
+    around GEMMs in the traced graph become one Triton kernel of our own before Inductor runs.
+    None (default): every fusion for an inference build, none for a training build; () for none.
     `buckets` (dynamic builds only), batch sizes such as (64, 512, 2000, 8000): the graph is captured
     at each of them and the op runs, for batch b, the kernels captured at the bucket nearest to b
     (mirai.export.buckets); with a tuning table each bucket takes the table's choices at its batch.
@@ -112,6 +116,9 @@ def build(
         )
     if inference:
         fn = fn.for_inference()
+    from mirai.export import fusions
+
+    fuse = fusions.default(fn) if fuse is None else fusions.check(fuse)
     targets = parse_targets(target)
     frameworks = parse(frameworks)
     if buckets is not None and not dynamic:
@@ -131,7 +138,13 @@ def build(
     with BuildProgress(progress) as show:
         t = time.perf_counter()
         options = dict(
-            target=tgt, dynamic=dynamic, precision=precision, gpu=gpu, gemm=gemm, tuning=tuning
+            target=tgt,
+            dynamic=dynamic,
+            precision=precision,
+            gpu=gpu,
+            gemm=gemm,
+            tuning=tuning,
+            fuse=fuse,
         )
         if buckets is None:
             with show.stage(f"capture {fn.name} for {names} {mode}"):
@@ -146,6 +159,8 @@ def build(
             labels = [f"at batch {b.sample}: " for b, _ in variants]
             cap = captures[0]
         timings["capture"] = time.perf_counter() - t
+        if cap.fused:
+            show.note("fused: " + ", ".join(f"{name} x{n}" for name, n in cap.fused.items()))
         for one, label in zip(captures, labels):
             if tuning is not None:
                 show.note(label + tuning_coverage(one, tuning))

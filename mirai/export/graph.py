@@ -228,3 +228,5 @@ class Capture:
     gemm_timings: dict = field(default_factory=dict, hash=False)
     origin: str = ""  # "gpu:<device name>" or "gpuless:<target>"
     versions: dict = field(default_factory=dict, hash=False)
+    # fusion name -> rewrites it made in the traced graph (mirai.export.fusions)
+    fused: dict = field(default_factory=dict, hash=False)

@@ -194,6 +194,7 @@ def _manifest(
         "capture_target": capture.target,
         "precision": capture.precision,
         "gemm": capture.gemm,
+        "fused": capture.fused,
         "origin": capture.origin,
         "versions": capture.versions,
         "symbols": {

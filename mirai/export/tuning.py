@@ -375,6 +375,7 @@ def tune(
     target: str = "sm_90",
     precision: str | None = None,
     gemm: str | None = None,
+    fuse=None,
     builds: dict | None = None,
     op_check: bool = True,
     progress: bool = True,
@@ -382,6 +383,8 @@ def tune(
     """Capture `fn` on this machine's GPU with each of `samples` ({label: sample inputs}, e.g.
     {"batch 64": [...]}) and return what autotuning chose, all of them in one table. `builds`
     ({label: folder}) also writes the GPU build of each, as `mirai.build` on this GPU would.
+    `fuse` names the graph-level fusions the builds to be made from the table will use (None: as
+    mirai.build's default for `fn`).
 
     With `op_check`, where autotuning kept Triton templates the op is built a second time with
     every GEMM in cuBLAS, both builds' forward and backward ops are timed side by side, and a
@@ -402,14 +405,20 @@ def tune(
         )
     import torch
 
+    from mirai.export import fusions
+
     device = torch.cuda.get_device_name()
     tgt = get_target(target)
+    fuse = fusions.default(fn) if fuse is None else fusions.check(fuse)
     table = None
     with BuildProgress(progress) as show, tempfile.TemporaryDirectory(prefix="mirai-tune-") as tmp:
         for number, (label, inputs) in enumerate(samples.items()):
             work = Path(tmp) / str(number)  # this sample's own folders
             options = dict(
-                precision=precision or DEFAULT_PRECISION, gpu=True, gemm=gemm or DEFAULT_GEMM
+                precision=precision or DEFAULT_PRECISION,
+                gpu=True,
+                gemm=gemm or DEFAULT_GEMM,
+                fuse=fuse,
             )
             folder = (builds or {}).get(label) or (work / "tuned" if op_check else None)
             with show.stage(f"autotune {fn.name} ({label}) on {device}"):

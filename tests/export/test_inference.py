@@ -65,3 +65,18 @@ def test_the_cli_inference_build_loads_beside_the_training_build(pffn_static, tm
     # Differentiating through the inference op is refused, naming it (it has no gradient).
     seen = json.loads(run([sys.executable, checks, "trace-many", "8000", out]).stdout.strip())
     assert "PffnInferenceFwd" in seen[str(out)]["error"], seen
+
+
+def test_cli_verify_finds_the_op_of_an_inference_build(tmp_path):
+    # `mirai verify DIR` reads the op's name from the manifest and looks it up in the file the build
+    # came from, whose MIRAI_BUILD names the training op: PffnInference is its inference build
+    import argparse
+
+    from mirai.cli.verify import _reference
+
+    manifest = {"name": "PffnInference", "source": {"file": str(EXAMPLES / "pffn.py")}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    args = argparse.Namespace(file=str(tmp_path), generated=None, function=None)
+    directory, op, _ = _reference(args)
+    assert directory == tmp_path
+    assert op.name == "PffnInference" and op.no_grad == tuple(pffn.param_names)

@@ -102,7 +102,7 @@ def build_on_gpu(batch: int, out: Path, precision: str, dynamic: bool = False) -
     return time.perf_counter() - t
 
 
-def prepare(out: Path, batches, precision: str, tuning: Path | None = None) -> None:
+def prepare(out: Path, batches, precision: str, tuning: Path | None = None, fuse=()) -> None:
     import pffn as example
 
     import mirai
@@ -126,6 +126,11 @@ def prepare(out: Path, batches, precision: str, tuning: Path | None = None) -> N
         build("bucketed", batches[-1], dynamic=True, buckets=buckets)
     # the forward alone, for serving (bucketed like the one above): no residuals to write
     build("inference", batches[-1], dynamic=True, buckets=buckets, inference=True)
+    if fuse:  # the same two dynamic builds with graph-level fusions (mirai.export.fusions)
+        build("fused", batches[-1], dynamic=True, buckets=buckets, fuse=fuse)
+        build(
+            "fused-inference", batches[-1], dynamic=True, buckets=buckets, inference=True, fuse=fuse
+        )
 
 
 def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
@@ -186,6 +191,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--tuning", type=Path, help="with --prepare: build with this table (mirai tune)"
     )
+    parser.add_argument(
+        "--fuse",
+        default="",
+        help="with --prepare: also make DIR/fused and DIR/fused-inference with these fusions "
+        "(a comma list, e.g. gate_up)",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-gpu-check"))
     parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
     args = parser.parse_args(argv)
@@ -193,7 +204,8 @@ def main(argv=None) -> int:
     if args.tuning and not args.prepare:
         parser.error("--tuning is for --prepare (GPU-less builds); builds on a GPU measure")
     if args.prepare:
-        prepare(args.prepare, batches, args.precision, args.tuning)
+        fuse = tuple(n for n in args.fuse.split(",") if n)
+        prepare(args.prepare, batches, args.precision, args.tuning, fuse)
         return 0
 
     import torch
@@ -245,7 +257,7 @@ def main(argv=None) -> int:
                 }
             )
             print(table(rows[-1:]), flush=True)
-        for kind in ("dynamic", "bucketed", "inference"):
+        for kind in ("dynamic", "bucketed", "inference", "fused", "fused-inference"):
             folder = args.gpuless / kind if args.gpuless else None
             if folder and folder.exists():
                 rows.append(

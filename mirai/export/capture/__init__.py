@@ -46,14 +46,18 @@ def capture(
     timeout: float = 1800,
     gemm: str = DEFAULT_GEMM,
     tuning=None,
+    fuse=(),
 ) -> Capture:
     """Capture `op` for `target`; `gemm` names the GEMM policy (GEMM_POLICIES). `tuning`, a
     mirai.export.tuning.TuningTable, gives a GPU-less capture the choices measured on a GPU.
+    `fuse` names graph-level fusions applied to the traced graph first (mirai.export.fusions).
 
     >>> cap = capture(pffn, samples, target="sm_90")  # doctest: +SKIP
     >>> [launch.kernel for launch in cap.forward.launches]  # doctest: +SKIP
     """
-    job = _Job.prepare(op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning)
+    job = _Job.prepare(
+        op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning, fuse
+    )
     return job.run(job.traced)
 
 
@@ -105,10 +109,14 @@ class _Job:
     gemm: str
     tuning: object
     versions: dict
+    fused: dict
 
     @classmethod
-    def prepare(cls, op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning):
-        """Check `capture`'s options and trace `op` once."""
+    def prepare(
+        cls, op, sample_inputs, target, dynamic, precision, gpu, timeout, gemm, tuning, fuse
+    ):
+        """Check `capture`'s options, trace `op` once and apply the fusions named in `fuse`."""
+        from mirai.export import fusions
         from mirai.gpu import versions
         from mirai.export.capture.trace import trace
 
@@ -129,8 +137,12 @@ class _Job:
                     "(pass gpu=False, or --gpuless, to build from the table)"
                 )
             tuning.check(tgt.name, precision)
+        fuse = fusions.check(fuse)
         traced = trace(op, get_precision(precision).cast(sample_inputs), dynamic)
-        return cls(traced, on_gpu, tgt, precision, op.name, timeout, gemm, tuning, dict(found))
+        traced, fused = fusions.fuse(traced, fuse)
+        return cls(
+            traced, on_gpu, tgt, precision, op.name, timeout, gemm, tuning, dict(found), fused
+        )
 
     def run(self, traced) -> Capture:
         """Capture `traced` (this job's trace, or one with other size hints)."""
@@ -144,13 +156,7 @@ class _Job:
             result = _capture_in_worker(
                 traced, self.target, self.precision, self.name, self.timeout, self.gemm, self.tuning
             )
-        return _with_versions(result, self.versions)
-
-
-def _with_versions(result: Capture, found: dict) -> Capture:
-    import dataclasses
-
-    return dataclasses.replace(result, versions=dict(found))
+        return dataclasses.replace(result, versions=dict(self.versions), fused=dict(self.fused))
 
 
 def _capture_in_worker(

@@ -23,7 +23,7 @@ from mirai.export.tuning import table_graph
 from mirai.gpu.targets import Target
 
 
-class _Symbols:
+class Symbols:
     """Fake inputs with symbolic sizes, and the way back from the ShapeEnv's symbols to ours."""
 
     def __init__(self, trace: Trace):
@@ -73,7 +73,7 @@ def _finite(value):
     return number if abs(number) < 2**62 else None
 
 
-def fake_inputs(trace: Trace, symbols: _Symbols) -> list:
+def fake_inputs(trace: Trace, symbols: Symbols, device: str = "cuda") -> list:
     import torch
 
     values = []
@@ -86,7 +86,7 @@ def fake_inputs(trace: Trace, symbols: _Symbols) -> list:
                 [symbols.value(s) for s in spec.sizes],
                 [symbols.value(s) for s in spec.strides],
                 dtype=getattr(torch, spec.dtype),
-                device="cuda",
+                device=device,
             )
             values.append(t.requires_grad_(spec.requires_grad))
     return values
@@ -117,7 +117,7 @@ def _concrete(text: str, hints: dict) -> int:
     return evaluate(text, hints)
 
 
-def _graph_inputs(record: GraphRecord, example_values, symbols: _Symbols) -> list[GraphInput]:
+def _graph_inputs(record: GraphRecord, example_values, symbols: Symbols) -> list[GraphInput]:
     import torch
 
     out = []
@@ -150,8 +150,10 @@ def capture_graphs(
     capture takes the choices of `tuning` (a mirai.export.tuning.TuningTable) where it has them."""
     import torch
 
+    import mirai.export.fusions.ops  # noqa: F401  (a fused graph calls them)
+
     gm = pickle.loads(trace.graph_module)
-    symbols = _Symbols(trace)
+    symbols = Symbols(trace)
     inputs = fake_inputs(trace, symbols)
     records, compiled = compile_graphs(
         gm,
@@ -218,12 +220,7 @@ def capture_graphs(
 
     fwd = graphs["forward"]
     bwd = graphs.get("backward")
-    saved = {}
-    if bwd is not None:
-        position = {n: i for i, n in enumerate(fwd.output_names) if n}
-        for inp in bwd.inputs:
-            if inp.name in position:
-                saved[inp.name] = position[inp.name]
+    saved = saved_positions(fwd, bwd, len(trace.outputs)) if bwd is not None else {}
     return Capture(
         name=name,
         inputs=trace.inputs,
@@ -242,6 +239,27 @@ def capture_graphs(
         gemm_timings={r.kind: list(r.gemm_timings) for r in forward + backward},
         origin=origin,
     )
+
+
+def saved_positions(fwd, bwd, num_user_outputs: int) -> dict:
+    """Backward input name -> the forward output it is. AOTAutograd's forward returns the user's
+    outputs, then the saved tensors, then the saved sizes; its backward takes the saved sizes, then
+    the saved tensors (in the same order), then the outputs' gradients. Names usually agree too, but
+    not always: a user-defined Triton kernel's functional outputs are renamed in the forward graph
+    (the buffers it writes), so tensors are matched by position, checked against the names."""
+    position = {n: i for i, n in enumerate(fwd.output_names) if n}
+    saved = {inp.name: position[inp.name] for inp in bwd.inputs if inp.name in position}
+    tensors = [
+        inp for inp in bwd.inputs if inp.kind == "tensor" and not inp.name.startswith("tangents")
+    ]
+    for k, inp in enumerate(tensors):
+        expected = num_user_outputs + k
+        if saved.setdefault(inp.name, expected) != expected:
+            raise CaptureError(
+                f"backward input {inp.name} is forward output {saved[inp.name]} by name but "
+                f"{expected} by position: the saved tensors cannot be matched"
+            )
+    return saved
 
 
 def _autotune(compiled, trace: Trace) -> None:

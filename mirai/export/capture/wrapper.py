@@ -240,13 +240,28 @@ class _KernelHandle:
         tuner = self.autotuner
         signature = tuner.triton_meta["signature"]
         runtime = [k for k, v in signature.items() if v != "constexpr"]
+        # A user-defined kernel (a triton_op's, mirai.export.fusions) is passed every argument but
+        # its declared constexprs, including those Triton specialized to constants (a stride of 1).
+        # torch 2.13 lists the declared ones in inductor_meta; torch 2.11 does not, so they are
+        # read from the kernel's parameters.
+        declared = tuner.inductor_meta.get("declared_constexpr_names")
+        if declared is None and getattr(tuner, "custom_kernel", False):
+            declared = [p.name for p in tuner.fn.params if p.is_constexpr]
+        passed = runtime if declared is None else [k for k in signature if k not in declared]
         extras = list(tuner.inductor_meta.get("extra_launcher_args", []))
-        if len(args) != len(runtime) + len(extras):
+        if len(args) != len(passed) + len(extras):
             raise CaptureError(
                 f"kernel {self.name}: the wrapper passes {len(args)} arguments, its signature "
-                f"has {len(runtime)} runtime arguments and {len(extras)} launcher arguments"
+                f"has {len(passed)} runtime arguments and {len(extras)} launcher arguments"
             )
-        values = dict(zip(runtime + extras, args))
+        values = dict(zip(passed + extras, args))
+        constants = tuner.triton_meta.get("constants", {})
+        for name in passed:
+            if name not in runtime and values[name] != constants.get(name):
+                raise CaptureError(
+                    f"kernel {self.name}: argument {name} is {values[name]!r}, but the kernel was "
+                    f"specialized to {constants.get(name)!r}"
+                )
         kernel_args = []
         for name in runtime:
             kernel_args.append(_kernel_arg(self.name, name, signature[name], values[name]))

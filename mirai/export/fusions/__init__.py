@@ -1,0 +1,111 @@
+"""Graph-level fusions: rewrites of the traced graph, before Inductor, into operators of our own kernels.
+
+Inductor fuses pointwise work into its kernels but leaves every GEMM alone. A fusion here replaces a
+pattern around GEMMs with one `torch.library.triton_op` whose Triton kernel Inductor then emits like any
+other; the capture and the launch code need nothing new. FUSIONS names them; a build picks them by name
+(`mirai build --fuse NAME`), and `apply` runs the picked ones over a graph.
+
+By default (`default`) an inference build fuses and a training build does not: on the H200 the fused
+gate/up kernel made pffn's inference forward 1.18x-1.24x faster in GPU time from B = 512 to 8000, and
+left a training forward (which must also write both GEMMs' results for its backward) within 5% of the
+unfused one, slower at B = 64 (bench/RESULTS-pffn.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from mirai.errors import MiraiError
+
+
+@dataclass(frozen=True)
+class Fusion:
+    name: str
+    rewrite: Callable  # (graph module, example inputs) -> number of rewrites
+    help: str
+
+
+def _gate_up(gm, example_inputs) -> int:
+    from mirai.export.fusions.match import rewrite
+
+    return rewrite(gm, example_inputs)
+
+
+FUSIONS = {
+    f.name: f
+    for f in (
+        Fusion(
+            "gate_up",
+            _gate_up,
+            "silu(x @ w_gate + b_gate) * (x @ w_up + b_up) over float32 [E, M, K] x [E, K, N] as "
+            "one Triton kernel (both GEMMs, bias, SiLU and product)",
+        ),
+    )
+}
+
+
+def default(op) -> tuple[str, ...]:
+    """The fusions a build of `op` (a mirai.export.decorator.Op) gets when it names none: all of
+    them for an op with nothing to differentiate (an inference build), none otherwise."""
+    inference = set(op.param_names) <= set(op.no_grad)
+    return tuple(FUSIONS) if inference else ()
+
+
+def parse(text: str) -> tuple[str, ...]:
+    """A command line's comma list of fusion names ("gate_up"; "" or "none" for none); an unknown
+    name is argparse's usage error."""
+    import argparse
+
+    try:
+        return check(n for n in text.split(",") if n and n != "none")
+    except MiraiError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_option(parser, default: str) -> None:
+    """The commands' `--fuse NAME,...` option; `default` says what none given means."""
+    parser.add_argument(
+        "--fuse",
+        default=None,
+        metavar="NAME,...",
+        type=parse,
+        help="graph-level fusions to apply before Inductor, a comma list: "
+        + "; ".join(f"{f.name}: {f.help}" for f in FUSIONS.values())
+        + f" (default: {default}; 'none' for none)",
+    )
+
+
+def check(names) -> tuple[str, ...]:
+    """`names` as a tuple, each a known fusion."""
+    names = tuple(names or ())
+    unknown = [n for n in names if n not in FUSIONS]
+    if unknown:
+        raise MiraiError(f"unknown fusion {', '.join(unknown)}; choose from {', '.join(FUSIONS)}")
+    return names
+
+
+def apply(gm, example_inputs, names) -> dict[str, int]:
+    """Run the named fusions over `gm` in place; return how many rewrites each made."""
+    return {name: FUSIONS[name].rewrite(gm, example_inputs) for name in check(names)}
+
+
+def fuse(trace, names):
+    """The stage between trace and capture: `trace` (mirai.export.capture.trace.Trace) with the named
+    fusions applied to its graph. Returns (new trace, {fusion: rewrites}); the trace is unchanged
+    (the same object) when nothing matched."""
+    import dataclasses
+    import pickle
+
+    from mirai.export.capture.core import Symbols, fake_inputs
+
+    names = check(names)
+    if not names:
+        return trace, {}
+    gm = pickle.loads(trace.graph_module)
+    symbols = Symbols(trace)
+    inputs = fake_inputs(trace, symbols, device="cpu")
+    counts = apply(gm, inputs, names)
+    if not any(counts.values()):
+        return trace, counts
+    return dataclasses.replace(trace, graph_module=pickle.dumps(gm)), counts

@@ -1,0 +1,132 @@
+"""The gate/up fusion: `silu(x @ w_gate + b_gate) * (x @ w_up + b_up)` as one Triton kernel.
+
+A gated feed-forward layer (SwiGLU) runs two GEMMs over the same `x` and multiplies their SiLU-gated
+results. Inductor gives each GEMM to cuBLAS, writes both [E, M, N] results to memory and reads them back
+in a pointwise kernel. `gate_up_kernel` keeps two accumulators over one tile of `x` and applies bias, SiLU
+and product in its epilogue, so `x` is read once and only the product is written (a training forward
+also writes the two pre-activations, which the backward reads).
+
+On Hopper, TF32 tensor-core instructions read both operands K-major from shared memory, and Triton ran
+N-contiguous weights (the usual [K, N] layout) at half cuBLAS's speed; the op therefore makes a K-major
+copy of both weights in the call (bench/RESULTS-gate-up.md measured both layouts).
+
+Two ops, both `torch.library.triton_op`s, so that Inductor sees the kernel and emits it into the wrapper
+the capture reads:
+- `mirai::gate_up_silu` -> the product (inference);
+- `mirai::gate_up_silu_train` -> (product, gate, up), with an autograd formula in PyTorch ops that
+  Inductor compiles into the backward graph as usual.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# The configuration autotuning kept on the H200 at B = 2000 and 8000 for both weight layouts
+# (bench/RESULTS-gate-up.md): 128 rows of x by 64 columns of both weights, two fp32 accumulators.
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
+# Few rows (M <= SMALL_M): 64-row tiles; and reading the weights dominates, so an inference op reads
+# them as stored instead of copying them K-major first (which reads and writes them once more).
+SMALL_M = 256
+SMALL_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
+
+
+def size_hint(size) -> int:
+    """An int for a size, or the sample value of a symbolic one (without guarding on it)."""
+    node = getattr(size, "node", None)
+    if node is None:
+        return int(size)
+    hint = getattr(node, "hint", None)
+    return int(hint) if hint is not None else 1 << 30
+
+
+@triton.jit
+def gate_up_kernel(
+    x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr, gate_ptr, up_ptr,
+    M, N, K,
+    sx_e, sx_m, sx_k,
+    sw_e, sw_k, sw_n,
+    sb_e, sb_n,
+    so_e, so_m, so_n,
+    PRECISION: tl.constexpr, HAS_BIAS: tl.constexpr, RESIDUALS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """out[e] = silu(x[e] @ wg[e] + bg[e]) * (x[e] @ wu[e] + bu[e]); with RESIDUALS also gate[e] and
+    up[e], the two sums before SiLU and product. Both weights share strides, as do both biases and
+    the three outputs."""
+    e = tl.program_id(1)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    m0 = (tl.program_id(0) // tiles_n) * BLOCK_M
+    n0 = (tl.program_id(0) % tiles_n) * BLOCK_N
+    rm = m0 + tl.arange(0, BLOCK_M)
+    rn = n0 + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    x = x_ptr + e * sx_e + rm[:, None] * sx_m + rk[None, :] * sx_k
+    w_offsets = e * sw_e + rk[:, None] * sw_k + rn[None, :] * sw_n
+    gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + rk) < K
+        a = tl.load(x, mask=(rm[:, None] < M) & k_ok[None, :], other=0.0)
+        w_mask = k_ok[:, None] & (rn[None, :] < N)
+        wg = tl.load(wg_ptr + w_offsets, mask=w_mask, other=0.0)
+        wu = tl.load(wu_ptr + w_offsets, mask=w_mask, other=0.0)
+        gate = tl.dot(a, wg, gate, input_precision=PRECISION)
+        up = tl.dot(a, wu, up, input_precision=PRECISION)
+        x += BLOCK_K * sx_k
+        w_offsets += BLOCK_K * sw_k
+    n_ok = rn < N
+    if HAS_BIAS:
+        gate += tl.load(bg_ptr + e * sb_e + rn * sb_n, mask=n_ok, other=0.0)[None, :]
+        up += tl.load(bu_ptr + e * sb_e + rn * sb_n, mask=n_ok, other=0.0)[None, :]
+    offsets = e * so_e + rm[:, None] * so_m + rn[None, :] * so_n
+    mask = (rm[:, None] < M) & n_ok[None, :]
+    tl.store(out_ptr + offsets, gate * tl.sigmoid(gate) * up, mask=mask)
+    if RESIDUALS:
+        tl.store(gate_ptr + offsets, gate, mask=mask)
+        tl.store(up_ptr + offsets, up, mask=mask)
+
+
+def k_major(w):
+    """`w` [E, K, N] with its K dimension contiguous (a copy unless it already is)."""
+    return w if w.stride(1) == 1 else w.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def launch(
+    x, w_gate, b_gate, w_up, b_up, *, residuals: bool, precision: str, config=None, run=None
+):
+    """Run gate_up_kernel: x [E, M, K], weights [E, K, N] of the same strides, biases (or None)
+    broadcastable to [E, 1, N]. Returns (product, gate, up), the last two None unless `residuals`.
+    `run` wraps the kernel before launch (torch.library.wrap_triton inside an op); `config` overrides
+    CONFIG (the CPU tests use small blocks)."""
+    import torch
+
+    cfg = dict(CONFIG if config is None else config)
+    e, m, k = x.shape
+    n = w_gate.shape[2]
+    if w_up.shape != w_gate.shape or w_up.stride() != w_gate.stride():
+        raise ValueError("gate_up: both weights must have the same shape and strides")
+    has_bias = b_gate is not None
+    if has_bias != (b_up is not None):
+        raise ValueError("gate_up: give both biases or neither")
+    if has_bias:
+        b_gate, b_up = b_gate.expand(e, 1, n), b_up.expand(e, 1, n)
+        if b_gate.stride() != b_up.stride():
+            b_gate, b_up = b_gate.contiguous(), b_up.contiguous()
+        bias_strides = (b_gate.stride(0), b_gate.stride(2))
+    else:
+        b_gate = b_up = x  # never read
+        bias_strides = (0, 0)
+    out = torch.empty((e, m, n), device=x.device, dtype=torch.float32)
+    gate = torch.empty_like(out) if residuals else out
+    up = torch.empty_like(out) if residuals else out
+    blocks = {key: value for key, value in cfg.items() if key.startswith("BLOCK_")}
+    options = {key: value for key, value in cfg.items() if key in ("num_warps", "num_stages")}
+    grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]), e)
+    kernel = gate_up_kernel if run is None else run(gate_up_kernel)
+    kernel[grid](
+        x, w_gate, w_up, b_gate, b_up, out, gate, up, m, n, k,
+        *x.stride(), *w_gate.stride(), *bias_strides, *out.stride(),
+        PRECISION=precision, HAS_BIAS=has_bias, RESIDUALS=residuals, **blocks, **options,
+    )  # fmt: skip
+    return out, (gate if residuals else None), (up if residuals else None)

@@ -1,0 +1,95 @@
+"""The fusions' kernels as PyTorch operators that torch.compile traces into: `torch.library.triton_op`s.
+
+Inductor inlines a triton_op's body, so its Triton kernel reaches the generated wrapper as a user-defined
+kernel, which the capture records like any other. Registered on import (once per process):
+
+- `mirai::gate_up_silu(x, w_gate, b_gate, w_up, b_up)` -> silu(x @ w_gate + b_gate) * (x @ w_up + b_up);
+- `mirai::gate_up_silu_train(...)` -> (that product, the gate sum, the up sum), differentiable: its
+  backward is written in PyTorch operators (two pointwise products, four GEMMs, two bias sums).
+
+Weights are made K-major in the call (mirai.export.fusions.gate_up.k_major), except in an inference graph
+whose sample has few rows (SMALL_M there); rows that few also get 64-row tiles. Both follow the size the
+op is traced at, so a bucketed build decides per bucket. The dot precision is torch's float32 matmul precision when the
+op is traced: "highest" -> IEEE fp32, otherwise TF32.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.library import triton_op, wrap_triton
+
+from mirai.export.fusions.gate_up import CONFIG, SMALL_CONFIG, SMALL_M, k_major, launch, size_hint
+
+
+def dot_precision() -> str:
+    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
+def _run(x, w_gate, b_gate, w_up, b_up, residuals: bool):
+    small = size_hint(x.shape[1]) <= SMALL_M  # the sample's rows: a bucket's, in a bucketed build
+    # With a backward, every bucket makes the copies: without them AOTAutograd saves the weights'
+    # transposes in another order, and the buckets of a build must hand the backward the same.
+    if residuals or not small:
+        w_gate, w_up = k_major(w_gate), k_major(w_up)
+    return launch(
+        x, w_gate, b_gate, w_up, b_up,
+        residuals=residuals, precision=dot_precision(), run=wrap_triton,
+        config=SMALL_CONFIG if small else CONFIG,
+    )  # fmt: skip
+
+
+@triton_op("mirai::gate_up_silu", mutates_args=())
+def gate_up_silu(
+    x: Tensor, w_gate: Tensor, b_gate: Optional[Tensor], w_up: Tensor, b_up: Optional[Tensor]
+) -> Tensor:
+    return _run(x, w_gate, b_gate, w_up, b_up, residuals=False)[0]
+
+
+@triton_op("mirai::gate_up_silu_train", mutates_args=())
+def gate_up_silu_train(
+    x: Tensor, w_gate: Tensor, b_gate: Optional[Tensor], w_up: Tensor, b_up: Optional[Tensor]
+) -> tuple[Tensor, Tensor, Tensor]:
+    out, gate, up = _run(x, w_gate, b_gate, w_up, b_up, residuals=True)
+    return out, gate, up
+
+
+def _setup_context(ctx, inputs, output):
+    x, w_gate, b_gate, w_up, b_up = inputs
+    _, gate, up = output
+    ctx.save_for_backward(x, w_gate, w_up, gate, up)
+    ctx.bias_shapes = (
+        None if b_gate is None else b_gate.shape,
+        None if b_up is None else b_up.shape,
+    )
+
+
+def _backward(ctx, d_out, d_gate, d_up):
+    x, w_gate, w_up, gate, up = ctx.saved_tensors
+    sig = torch.sigmoid(gate)
+    dg = d_out * up * sig * (1 + gate * (1 - sig))
+    du = d_out * gate * sig
+    if d_gate is not None:
+        dg = dg + d_gate
+    if d_up is not None:
+        du = du + d_up
+    need = ctx.needs_input_grad
+    dx = dwg = dbg = dwu = dbu = None
+    if need[0]:
+        dx = torch.bmm(dg, w_gate.transpose(1, 2)) + torch.bmm(du, w_up.transpose(1, 2))
+    xt = x.transpose(1, 2)
+    if need[1]:
+        dwg = torch.bmm(xt, dg)
+    if need[3]:
+        dwu = torch.bmm(xt, du)
+    shape_g, shape_u = ctx.bias_shapes
+    if need[2] and shape_g is not None:
+        dbg = dg.sum_to_size(shape_g)
+    if need[4] and shape_u is not None:
+        dbu = du.sum_to_size(shape_u)
+    return dx, dwg, dbg, dwu, dbu
+
+
+gate_up_silu_train.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,156 @@
+"""Graph-level fusions (mirai.export.fusions): which graphs the gate/up rewrite matches, and that a fused
+build computes what the function computes, forward and every gradient, on the CPU driver."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import mirai
+from mirai.errors import CaptureError, MiraiError
+from mirai.export import fusions
+from mirai.export.capture.core import saved_positions
+from mirai.export.capture.trace import trace
+from mirai.export.verify import table, verify
+from tests.export.conftest import EXAMPLES
+
+sys.path.insert(0, str(EXAMPLES))
+from pffn import pffn, sample_inputs  # noqa: E402
+
+SMALL = {"experts": 2, "d_model": 32, "hidden": 64}
+
+
+def small(batch):
+    return sample_inputs(batch, **SMALL)
+
+
+def fused_calls(op, samples) -> tuple[dict, list[str]]:
+    """The fusion counts and the operators the fused graph calls."""
+    traced, counts = fusions.fuse(trace(op, samples), ["gate_up"])
+    gm = pickle.loads(traced.graph_module)
+    targets = [str(n.target) for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+    return counts, targets
+
+
+def test_pffn_gate_and_up_become_one_training_operator():
+    counts, targets = fused_calls(pffn, small(8))
+    assert counts == {"gate_up": 1}
+    assert "mirai.gate_up_silu_train.default" in targets
+    # the down projection is still a plain bmm; the two projections and the silu are gone
+    assert sum("bmm" in t for t in targets) == 1
+    assert not any("silu" in t for t in targets if "mirai" not in t), targets
+
+
+def test_an_inference_graph_gets_the_operator_without_residuals():
+    counts, targets = fused_calls(pffn.for_inference(), small(8))
+    assert counts == {"gate_up": 1}
+    assert "mirai.gate_up_silu.default" in targets
+    assert "mirai.gate_up_silu_train.default" not in targets
+
+
+@mirai.op(name="SwapNoBias")
+def swapped_without_bias(x, w_gate, w_up):
+    return (x @ w_up) * torch.nn.functional.silu(x @ w_gate)
+
+
+def test_other_spellings_match():
+    x, wg, wu = torch.randn(2, 5, 8), torch.randn(2, 8, 16), torch.randn(2, 8, 16)
+    counts, targets = fused_calls(swapped_without_bias, [x, wg, wu])
+    assert counts == {"gate_up": 1}, targets
+
+
+@mirai.op(name="GateUsedTwice")
+def gate_used_twice(x, w_gate, w_up):
+    gate = torch.bmm(x, w_gate)
+    return torch.nn.functional.silu(gate) * torch.bmm(x, w_up) + gate
+
+
+@mirai.op(name="Relu")
+def relu_gated(x, w_gate, w_up):
+    return torch.relu(torch.bmm(x, w_gate)) * torch.bmm(x, w_up)
+
+
+@mirai.op(name="TwoInputs")
+def two_inputs(x, y, w_gate, w_up):
+    return torch.nn.functional.silu(torch.bmm(x, w_gate)) * torch.bmm(y, w_up)
+
+
+@pytest.mark.parametrize(
+    "op, dtype",
+    [
+        (gate_used_twice, torch.float32),  # the rewrite would drop a value still needed
+        (relu_gated, torch.float32),  # another activation
+        (swapped_without_bias, torch.float64),  # a dtype the kernel was not measured with
+    ],
+)
+def test_what_the_rewrite_must_not_touch(op, dtype):
+    x, wg, wu = (torch.randn(2, 5, 8), torch.randn(2, 8, 16), torch.randn(2, 8, 16))
+    counts, _ = fused_calls(op, [t.to(dtype) for t in (x, wg, wu)])
+    assert counts == {"gate_up": 0}
+
+
+def test_two_different_inputs_do_not_share_a_kernel():
+    x, y = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    counts, _ = fused_calls(two_inputs, [x, y, torch.randn(2, 8, 16), torch.randn(2, 8, 16)])
+    assert counts == {"gate_up": 0}
+
+
+def test_an_unknown_fusion_is_refused_by_name(tmp_path):
+    with pytest.raises(MiraiError, match=r"unknown fusion nope; choose from gate_up"):
+        mirai.build(pffn, small(8), output_dir=tmp_path, fuse=("nope",), progress=False)
+
+
+def test_saved_tensors_are_matched_by_position_and_checked_by_name():
+    def graph_input(name, kind="tensor"):
+        return SimpleNamespace(name=name, kind=kind)
+
+    fwd = SimpleNamespace(output_names=("out", "keep", "empty_1", "s0"))
+    bwd = SimpleNamespace(
+        inputs=[graph_input("s0", "symint"), graph_input("keep"), graph_input("getitem_1"),
+                graph_input("tangents_1")]
+    )  # fmt: skip
+    assert saved_positions(fwd, bwd, 1) == {"s0": 3, "keep": 1, "getitem_1": 2}
+    swapped = SimpleNamespace(inputs=[graph_input("empty_1"), graph_input("keep")])
+    with pytest.raises(CaptureError, match="cannot be matched"):
+        saved_positions(fwd, swapped, 1)
+
+
+@pytest.fixture(scope="module")
+def fused_builds(tmp_path_factory) -> dict[str, object]:
+    builds = {}
+    for mode, how in {"training": {}, "inference": {"inference": True}}.items():
+        out = tmp_path_factory.mktemp(f"pffn-fused-{mode}")
+        # bucket 16 runs the kernel for few rows; bucket 300 copies the weights K-major first
+        mirai.build(
+            pffn, small(16), output_dir=out, dynamic=True, fuse=("gate_up",), buckets=(16, 300),
+            progress=False, **how,
+        )  # fmt: skip
+        builds[mode] = out
+    return builds
+
+
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_a_fused_build_computes_right_on_the_cpu(fused_builds, host, mode):
+    directory = fused_builds[mode]
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["fused"] == {"gate_up": 1}
+    forward = next(op for op in manifest["ops"] if op.endswith("Fwd"))
+    variants = {v["sample"]: v["launches"] for v in manifest["ops"][forward]["variants"]}
+    # the launches before the fused kernel: the weights' K-major copies
+    copies = {
+        b: [k.startswith("gate_up_kernel") for k in ks].index(True) for b, ks in variants.items()
+    }
+    # an inference op reads a small bucket's weights as stored; a training op copies them in
+    # every bucket, since the buckets must hand the backward the same residuals
+    assert copies == ({16: 2, 300: 2} if mode == "training" else {16: 0, 300: 2}), variants
+    fn = pffn if mode == "training" else pffn.for_inference()
+    rows = verify(fn, small, directory, batches=[3, 17, 400], device="cpu", runner=host)
+    expected = ["output0"] + ([f"grad {p}" for p in pffn.param_names] if mode == "training" else [])
+    assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
+    assert {r.batch for r in rows} == {3, 17, 400}
+    assert all(r.ok for r in rows), table(rows)
