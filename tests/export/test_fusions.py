@@ -58,9 +58,18 @@ def swapped_without_bias(x, w_gate, w_up):
     return (x @ w_up) * torch.nn.functional.silu(x @ w_gate)
 
 
-def test_other_spellings_match():
+ACTIVATION = torch.nn.SiLU()
+
+
+@mirai.op(name="SiluModule")
+def silu_module(x, w_gate, w_up):
+    return ACTIVATION(torch.matmul(x, w_gate)) * x.bmm(w_up)
+
+
+@pytest.mark.parametrize("op", [swapped_without_bias, silu_module])
+def test_other_spellings_match(op):
     x, wg, wu = torch.randn(2, 5, 8), torch.randn(2, 8, 16), torch.randn(2, 8, 16)
-    counts, targets = fused_calls(swapped_without_bias, [x, wg, wu])
+    counts, targets = fused_calls(op, [x, wg, wu])
     assert counts == {"gate_up": 1}, targets
 
 

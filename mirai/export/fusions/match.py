@@ -1,7 +1,7 @@
 """Find gated feed-forward patterns in a Dynamo-traced FX graph and call the fused operator instead.
 
 The pattern, in any of the spellings Dynamo records (`torch.bmm`, `torch.matmul`, `@`, the Tensor
-methods; `F.silu` or `Tensor.silu`; `*` or `torch.mul`):
+methods; `F.silu`, which an `nn.SiLU` module becomes; `*` or `torch.mul`):
 
     gate = x @ w_gate (+ b_gate)     x [E, M, K], weights [E, K, N], float32
     up   = x @ w_up   (+ b_up)       biases broadcastable to [E, 1, N]
