@@ -159,8 +159,8 @@ def build(
             labels = [f"at batch {b.sample}: " for b, _ in variants]
             cap = captures[0]
         timings["capture"] = time.perf_counter() - t
-        if cap.fused:
-            show.note("fused: " + ", ".join(f"{name} x{n}" for name, n in cap.fused.items()))
+        if any(cap.fused.values()):  # the manifest records the zeros too
+            show.note("fused: " + ", ".join(f"{name} x{n}" for name, n in cap.fused.items() if n))
         for one, label in zip(captures, labels):
             if tuning is not None:
                 show.note(label + tuning_coverage(one, tuning))
