@@ -24,7 +24,7 @@ import httpx
 import pytest
 import redis
 from event_loop import run_coroutine
-from explorer_server import ROOT, Server, free_port, start_server, stop_server
+from explorer_server import ROOT, Server, free_port, free_port_pair, start_server, stop_server
 
 from mirai.cli.serve import broker_ready
 from mirai.explorer.broker.connection import async_client
@@ -190,7 +190,8 @@ def wait_state(server: Server, job_id: str, states: tuple[str, ...], timeout: fl
 
 def test_the_local_cluster_of_make_cluster_starts_and_stops_whole(tmp_path):
     """`make cluster`'s launcher: Redis, two replicas, the workers; SIGINT (Ctrl-C) stops all."""
-    port, redis_port = free_port(), free_port()
+    port = free_port_pair()  # the launcher serves on port and port + 1
+    redis_port = next(p for p in iter(free_port, None) if p not in (port, port + 1))
     command = [sys.executable, "-m", "mirai.explorer.broker.local", "--workers", "1"]
     command += ["--port", str(port), "--redis-port", str(redis_port), "--dir", str(tmp_path)]
     log = tmp_path / "cluster.log"
