@@ -1,6 +1,7 @@
 """The fused gate/up kernel of `mirai build --fuse gate_up` against what it replaces, by weight layout.
 
     python bench/bench_gate_up.py [--batches 2000,8000]        # on a GPU
+    python bench/bench_gate_up.py --sweep [--batches 64,512,2000,8000]
 
 pffn's forward computes `silu(x @ w_gate + b_gate) * (x @ w_up + b_up)` per expert. The generated op
 runs it as two cuBLAS GEMMs, each writing an [E, B, H] intermediate, and one Inductor kernel that reads
@@ -20,6 +21,12 @@ K-major copy ([E, H, D] contiguous, made once per call: 8 MB each), against:
   (torch.compile, mode max-autotune-no-cudagraphs, which picks cuBLAS for these GEMMs);
 - eager PyTorch.
 
+`--sweep` times the kernel alone (K-major weights, GPU time) in every configuration of a grid that
+fits the chip (`configurations`: block sizes, warps, pipeline stages; the best also as persistent
+grids), for an inference op (the product
+alone) and a training forward (which also writes the two sums), and ranks them per batch against the
+configuration the export runs (mirai.export.fusions.gate_up.config_for).
+
 Timing as in the other benches: every candidate in turn, in rounds, the median (mirai.gpu.timing),
 and also as CUDA graphs (GPU time alone). Results go on top of bench/RESULTS-gate-up.md (and $OUT when
 set). The kernel's numbers are checked on the CPU, through Triton's interpreter, by
@@ -37,7 +44,7 @@ import triton
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from mirai.export.fusions.gate_up import CONFIG, launch  # noqa: E402
+from mirai.export.fusions.gate_up import config_for, launch  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-gate-up.md"
 E, D, H = 8, 256, 1024
@@ -104,6 +111,113 @@ def measure(batch: int, rounds: int) -> dict:
     return row
 
 
+# Shared memory per block on Hopper (227 KB) and a register budget for the two fp32 accumulators
+# (at most 128 of a thread's 255 registers), which the grid's configurations must fit.
+SMEM_BYTES = 227 * 1024
+ACCUMULATOR_REGISTERS = 128
+
+
+def configurations() -> list[dict]:
+    """The grid `--sweep` times: every block shape, warp count and stage count whose pipeline buffers
+    (a tile of x and one of each weight per stage, fp32) fit in shared memory and whose two
+    accumulators fit the register budget."""
+    grid = []
+    for bm in (64, 128, 256):
+        for bn in (32, 64, 128):
+            for bk in (32, 64):
+                for warps in (4, 8):
+                    for stages in (3, 4):
+                        smem = stages * (bm * bk + 2 * bk * bn) * 4
+                        registers = 2 * bm * bn // (32 * warps)
+                        if smem <= SMEM_BYTES and registers <= ACCUMULATOR_REGISTERS:
+                            grid.append(
+                                {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                                 "num_warps": warps, "num_stages": stages}
+                            )  # fmt: skip
+    return grid
+
+
+def label(config: dict) -> str:
+    text = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} w{num_warps} s{num_stages}".format(**config)
+    return text + (f" persistent {config['programs']}" if config.get("programs") else "")
+
+
+def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
+    """{(variant, batch): [(label, GPU ms), ...] best first, with the export's own configuration
+    marked}: every configuration of the grid timed once as a CUDA graph, then the best `top` and the
+    export's own timed side by side in `rounds` rounds."""
+    import torch
+    from triton.runtime.errors import OutOfResources
+    from triton.testing import do_bench_cudagraph
+
+    from mirai.gpu.timing import timed_side_by_side
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    w = [torch.randn(E, H, D, device="cuda", generator=g).transpose(1, 2) * D**-0.5 for _ in "gu"]
+    b = [torch.randn(E, 1, H, device="cuda", generator=g) * 0.1 for _ in "gu"]
+    grid = configurations()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    found = {}
+    for batch in batches:
+        x = torch.randn(batch, E, D, device="cuda", generator=g).transpose(0, 1)
+        for variant, residuals in (("inference", False), ("training", True)):
+
+            def call(config, residuals=residuals, x=x):
+                return lambda: launch(
+                    x, w[0], b[0], w[1], b[1], residuals=residuals, precision="tf32", config=config
+                )
+
+            first = {}
+
+            def time_each(configs):
+                for config in configs:
+                    try:
+                        first[label(config)] = do_bench_cudagraph(call(config), rep=20)
+                    except OutOfResources:
+                        continue
+
+            time_each(grid)
+            # the best few again as persistent grids of 1, 2 and 3 programs per multiprocessor
+            leaders = [c for c in grid if label(c) in sorted(first, key=first.get)[:3]]
+            persistent = [{**c, "programs": sms * k} for c in leaders for k in (1, 2, 3)]
+            time_each(persistent)
+            ours = config_for(batch)
+            best = sorted(first, key=first.get)[:top]
+            chosen = {name: call(c) for c in grid + persistent if (name := label(c)) in best}
+            chosen[label(ours) + " (export)"] = call(ours)
+            timed = timed_side_by_side(chosen, rounds, graphs=True)
+            found[(variant, batch)] = sorted(timed.items(), key=lambda item: item[1])
+            print(f"{variant} B={batch}: {len(first)} configurations ran", flush=True)
+            for name, ms in found[(variant, batch)]:
+                print(f"    {name}: {ms:.4f} ms", flush=True)
+    return found
+
+
+def render_sweep(found: dict, versions: str) -> str:
+    flops = lambda b: 2 * 2 * E * b * D * H  # noqa: E731  (two GEMMs)
+    lines = [
+        "# gate/up benchmark",
+        "",
+        f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32, K-major weights. "
+        f"Configuration sweep of the fused kernel (`--sweep`): {len(configurations())} "
+        "configurations of block sizes, warps and stages timed once each as CUDA graphs (GPU "
+        "time), the best three again as persistent grids (1, 2 and 3 programs per "
+        "multiprocessor), then the five best and the export's own configuration side by side in "
+        "rounds (medians). inference: the product alone; training: the product and both sums.",
+        "",
+        "| variant | B | configuration | GPU ms | TFLOP/s | vs export |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (variant, batch), ranked in found.items():
+        export = next(ms for name, ms in ranked if name.endswith("(export)"))
+        for name, ms in ranked:
+            lines.append(
+                f"| {variant} | {batch} | {name} | {ms:.4f} | {flops(batch) / ms / 1e9:.0f} | "
+                f"{export / ms:.2f}x |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def render(rows: dict, versions: str) -> str:
     names = list(next(iter(rows.values()))["ms"])
     peer = "cuBLAS x2 + fused pointwise (torch.compile)"
@@ -128,7 +242,10 @@ def render(rows: dict, versions: str) -> str:
                 f"{row['errors'][name]:.1e} |"
             )
     lines.append("")
-    lines.append(f"The fused kernel runs the export's configuration: {CONFIG}.")
+    lines.append(
+        "The fused kernel runs the export's configuration for each batch "
+        f"({', '.join(f'{b}: {label(config_for(b))}' for b in rows)})."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -136,16 +253,23 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="2000,8000")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--sweep", action="store_true", help="rank the kernel's configurations (see above)"
+    )
     args = parser.parse_args(argv)
     import torch
 
     from results import record  # bench/results.py
 
-    rows = {int(b): measure(int(b), args.rounds) for b in args.batches.split(",")}
+    batches = [int(b) for b in args.batches.split(",")]
     versions = (
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
     )
-    text = render(rows, versions)
+    if args.sweep:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        text = render_sweep(sweep(batches, args.rounds), versions)
+    else:
+        text = render({b: measure(b, args.rounds) for b in batches}, versions)
     print(text)
     record(RESULTS, text, "# gate/up benchmark")
     return 0

@@ -19,8 +19,10 @@ triton.testing.do_bench in rounds (results.timed_side_by_side), the forward and 
   `fuse=("gate_up",)`: the gate and up GEMMs, bias, SiLU and product in one Triton kernel
   (mirai.export.fusions); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
   `mirai tune` wrote on this GPU (`--tuned DIR`, from check_pffn.py --prepare DIR --tuning FILE),
-  and "tuned bucketed" (DIR/bucketed), one dynamic build with a bucket at every batch;
-- torch.compile (max-autotune, no CUDA graphs: kernels against kernels) and eager PyTorch.
+  and "tuned bucketed" (DIR/bucketed), one dynamic build with a bucket at every batch; and any
+  build given as `--extra NAME=DIR`;
+- torch.compile (max-autotune, no CUDA graphs: kernels against kernels; `--peer-mode` for another
+  mode) and eager PyTorch.
 
 Then the host time per call of the dynamic build at a tiny batch, where launch overhead dominates. Prints Markdown tables
 and writes them to bench/RESULTS-pffn.md (and $OUT when set); earlier results kept in that file are
@@ -81,6 +83,9 @@ def variants(batch: int, args) -> dict[str, Path]:
         folders["tuned"] = args.tuned / f"B{batch}"
         folders["tuned dynamic"] = args.tuned / "dynamic"
         folders["tuned bucketed"] = args.tuned / "bucketed"
+    for extra in args.extra:
+        name, _, folder = extra.partition("=")
+        folders[name] = Path(folder)
     return {n: f for n, f in folders.items() if (f / "manifest.json").exists()}
 
 
@@ -160,6 +165,19 @@ def main(argv=None) -> int:
         "--rounds", type=int, default=5, help="rounds of side-by-side timing (median of them)"
     )
     parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="another build to time beside the others, under this name (repeatable)",
+    )
+    parser.add_argument(
+        "--peer-mode",
+        default="max-autotune-no-cudagraphs",
+        help="torch.compile's mode for the peer (default: the issue's; 'default' compiles in "
+        "seconds and gives these GEMMs to cuBLAS as well)",
+    )
+    parser.add_argument(
         "--graphs",
         action="store_true",
         help="also time GPU time alone: each candidate as a CUDA graph of its calls",
@@ -169,7 +187,7 @@ def main(argv=None) -> int:
 
     def peer():  # static shapes per batch: what torch.compile gives a fixed production shape
         torch._dynamo.reset()
-        return torch.compile(example.pffn.fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+        return torch.compile(example.pffn.fn, mode=args.peer_mode, dynamic=False)
 
     batches = [int(b) for b in args.batches.split(",")]
     names = [
@@ -186,6 +204,7 @@ def main(argv=None) -> int:
             "tuned",
             "tuned dynamic",
             "tuned bucketed",
+            *(extra.partition("=")[0] for extra in args.extra),
         )
         if any(n in variants(b, args) for b in batches)
     ]
@@ -273,7 +292,7 @@ def main(argv=None) -> int:
         "and inference builds made with fuse=('gate_up',) (gate and up GEMMs, bias, SiLU and "
         "product in one Triton kernel). Timing: "
         f"every candidate of a batch in turn, {args.rounds} rounds, the median of its rounds "
-        "(triton do_bench medians). torch.compile: mode max-autotune-no-cudagraphs, compiled afresh for each "
+        f"(triton do_bench medians). torch.compile: mode {args.peer_mode}, compiled afresh for each "
         "batch with dynamic=False (the static-shape peer a fixed production shape gets).\n\n"
         f"Forward:\n\n| B | {head} | torch.compile | eager | best generated TFLOP/s |\n"
         f"|---|{'---|' * len(names)}---|---|---|\n" + "\n".join(fwd_rows) + "\n\n"

@@ -1,7 +1,7 @@
 """bench/bench_gate_up.py's fused gate/up kernel computes what pffn's first half computes: run on the
 CPU through Triton's interpreter (TRITON_INTERPRET=1, in a child process, as the CPU driver of the
 export runs kernels) for pffn's weight layout and a K-major copy, with sizes that leave partial tiles
-in every dimension, against float64 PyTorch."""
+in every dimension, against float64 PyTorch; and in a persistent grid."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ for layout, (wg, wu) in {"stored": (w_gate, w_up), "k_major": (k_major(w_gate), 
     got = gate_up(x, wg, b_gate, wu, b_up, precision="ieee", config=config)
     assert got.shape == (e, m, n), got.shape
     errors[layout] = float((got.double() - expect).norm() / expect.norm())
+# a persistent grid: 3 programs for 2 x 3 x 3 tiles, each taking every third tile
+got = gate_up(x, w_gate, b_gate, w_up, b_up, precision="ieee", config={**config, "programs": 3})
+errors["persistent"] = float((got.double() - expect).norm() / expect.norm())
 try:
     gate_up(x, w_gate, b_gate, k_major(w_up), b_up, config=config)
     errors["mixed"] = "accepted"
@@ -42,4 +45,5 @@ def test_the_fused_gate_up_kernel_computes_pffns_first_half():
     errors = interpreted(CHILD)
     # fp32 products of 40 terms, accumulated in fp32: a few ulps of the result
     assert errors["stored"] < 1e-6 and errors["k_major"] < 1e-6, errors
+    assert errors["persistent"] < 1e-6, errors
     assert "same shape and strides" in errors["mixed"]

@@ -21,6 +21,8 @@ from tests.export.conftest import EXAMPLES
 
 sys.path.insert(0, str(EXAMPLES))
 from pffn import pffn, sample_inputs  # noqa: E402
+from swiglu_mlp import sample_inputs as swiglu_inputs  # noqa: E402
+from swiglu_mlp import swiglu_mlp  # noqa: E402
 
 SMALL = {"experts": 2, "d_model": 32, "hidden": 64}
 
@@ -71,6 +73,50 @@ def test_other_spellings_match(op):
     x, wg, wu = torch.randn(2, 5, 8), torch.randn(2, 8, 16), torch.randn(2, 8, 16)
     counts, targets = fused_calls(op, [x, wg, wu])
     assert counts == {"gate_up": 1}, targets
+
+
+@mirai.op(name="DenseWithBias")
+def dense_with_bias(x, w_gate, b_gate, w_up, b_up):
+    return torch.nn.functional.silu(x @ w_gate + b_gate) * (x @ w_up + b_up)
+
+
+@mirai.op(name="LinearWithBias")
+def linear_with_bias(x, w_gate, b_gate, w_up, b_up):
+    F = torch.nn.functional
+    return F.linear(x, w_up, bias=b_up) * F.silu(F.linear(x, w_gate, b_gate))
+
+
+def test_nn_linear_and_dense_spellings_match():
+    """2-D weights: nn.Linear's [N, K] through F.linear and [K, N] through @, x of any rank."""
+    x = torch.randn(3, 5, 8)
+    counts, targets = fused_calls(swiglu_mlp, [x, torch.randn(16, 8), torch.randn(16, 8),
+                                               torch.randn(8, 16)])  # fmt: skip
+    assert counts == {"gate_up": 1}, targets
+    assert sum("linear" in t for t in targets) == 1, targets  # the down projection stays
+    assert not any("silu" in t for t in targets if "mirai" not in t), targets
+    for op, weight in ((dense_with_bias, (8, 16)), (linear_with_bias, (16, 8))):
+        args = [torch.randn(*weight), torch.randn(16)]
+        counts, targets = fused_calls(op, [x.reshape(15, 8), *args, *args])
+        assert counts == {"gate_up": 1}, (op.name, targets)
+
+
+def test_mixed_projections_are_not_fused():
+    """A gate through F.linear and an up through @ are no one projection; nor is a bias that is not
+    a vector of N."""
+
+    @mirai.op(name="Mixed")
+    def mixed(x, w_gate, w_up):
+        F = torch.nn.functional
+        return F.silu(F.linear(x, w_gate)) * (x @ w_up)
+
+    x = torch.randn(5, 8)
+    counts, _ = fused_calls(mixed, [x, torch.randn(16, 8), torch.randn(8, 16)])
+    assert counts == {"gate_up": 0}
+    counts, _ = fused_calls(
+        dense_with_bias, [x, torch.randn(8, 16), torch.randn(5, 16), torch.randn(8, 16),
+                          torch.randn(5, 16)]
+    )  # fmt: skip
+    assert counts == {"gate_up": 0}
 
 
 @mirai.op(name="GateUsedTwice")
@@ -162,4 +208,39 @@ def test_a_fused_build_computes_right_on_the_cpu(fused_builds, host, mode):
     expected = ["output0"] + ([f"grad {p}" for p in pffn.param_names] if mode == "training" else [])
     assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
     assert {r.batch for r in rows} == {3, 17, 400}
+    assert all(r.ok for r in rows), table(rows)
+
+
+SWIGLU_SMALL = {"seq": 3, "dim": 32, "hidden": 48}
+
+
+def swiglu_small(batch):
+    return swiglu_inputs(batch, **SWIGLU_SMALL)
+
+
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_a_fused_llama_style_block_computes_right_on_the_cpu(tmp_path, host, mode):
+    """examples/swiglu_mlp.py: nn.Linear weights, x [batch, seq, dim], bucketed over the batch. The
+    kernel reads the weights as stored (no K-major copy before it), and the op's output and every
+    gradient match PyTorch in float64 at batches below, between and past the buckets."""
+    fn = swiglu_mlp if mode == "training" else swiglu_mlp.for_inference()
+    mirai.build(
+        fn, swiglu_small(4), output_dir=tmp_path, dynamic=True, fuse=("gate_up",), buckets=(4, 40),
+        progress=False,
+    )  # fmt: skip
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["fused"] == {"gate_up": 1}
+    forward = next(op for op in manifest["ops"] if op.endswith("Fwd"))
+    for variant in manifest["ops"][forward]["variants"]:
+        # one launch, no weight copies (bucketed kernels' names end in _b<bucket>)
+        assert [k.rsplit("_b", 1)[0] for k in variant["launches"]] == ["gate_up_kernel"], variant
+    if mode == "training":  # GEMMs aside, the SiLU product's gradient and the sum of dx's halves:
+        backward = next(op for op in manifest["ops"] if op.endswith("Bwd"))  # weight gradients
+        for variant in manifest["ops"][backward]["variants"]:  # come out K-major, uncopied
+            assert len(variant["launches"]) == 2, variant["launches"]
+    rows = verify(fn, swiglu_small, tmp_path, batches=[2, 9, 41], device="cpu", runner=host)
+    expected = ["output0"] + (
+        [f"grad {p}" for p in swiglu_mlp.param_names] if mode == "training" else []
+    )
+    assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
     assert all(r.ok for r in rows), table(rows)

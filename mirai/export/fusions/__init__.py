@@ -38,8 +38,9 @@ FUSIONS = {
         Fusion(
             "gate_up",
             _gate_up,
-            "silu(x @ w_gate + b_gate) * (x @ w_up + b_up) over float32 [E, M, K] x [E, K, N] as "
-            "one Triton kernel (both GEMMs, bias, SiLU and product)",
+            "silu(x @ w_gate + b_gate) * (x @ w_up + b_up) in float32, per expert ([E, M, K] x "
+            "[E, K, N]), dense ([..., K] x [K, N]) or through F.linear, as one Triton kernel "
+            "(both GEMMs, bias, SiLU and product)",
         ),
     )
 }

@@ -22,13 +22,23 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-# The configuration autotuning kept on the H200 at B = 2000 and 8000 for both weight layouts
-# (bench/RESULTS-gate-up.md): 128 rows of x by 64 columns of both weights, two fp32 accumulators.
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
-# Few rows (M <= SMALL_M): 64-row tiles; and reading the weights dominates, so an inference op reads
-# them as stored instead of copying them K-major first (which reads and writes them once more).
+# Configurations by the rows M the kernel runs over (a bucket's sample in a bucketed build): the
+# first entry whose bound is at least M. 128 rows of x by 64 columns of both weights, two fp32
+# accumulators, was the fastest of 42 configurations and of persistent grids on the H200 at
+# B = 8000, for an inference op and for a training forward alike (bench/RESULTS-gate-up.md); few
+# rows get 64-row tiles, which give more programs to the chip's 132 multiprocessors.
 SMALL_M = 256
-SMALL_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
+CONFIGS = (
+    (SMALL_M, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}),
+    (None, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}),
+)
+# Few rows (M <= SMALL_M): reading the weights dominates, so an inference op reads them as stored
+# instead of copying them K-major first (which reads and writes them once more).
+
+
+def config_for(m: int) -> dict:
+    """The kernel's configuration for M rows (see CONFIGS)."""
+    return next(dict(c) for bound, c in CONFIGS if bound is None or m <= bound)
 
 
 def size_hint(size) -> int:
@@ -41,8 +51,8 @@ def size_hint(size) -> int:
 
 
 @triton.jit
-def gate_up_kernel(
-    x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr, gate_ptr, up_ptr,
+def gate_up_tile(
+    tile, x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr, gate_ptr, up_ptr,
     M, N, K,
     sx_e, sx_m, sx_k,
     sw_e, sw_k, sw_n,
@@ -51,13 +61,13 @@ def gate_up_kernel(
     PRECISION: tl.constexpr, HAS_BIAS: tl.constexpr, RESIDUALS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
-    """out[e] = silu(x[e] @ wg[e] + bg[e]) * (x[e] @ wu[e] + bu[e]); with RESIDUALS also gate[e] and
-    up[e], the two sums before SiLU and product. Both weights share strides, as do both biases and
-    the three outputs."""
-    e = tl.program_id(1)
+    """One BLOCK_M x BLOCK_N tile of the outputs; tiles are numbered expert-major, then by rows of
+    tiles, so neighbouring programs share their tile of x."""
     tiles_n = tl.cdiv(N, BLOCK_N)
-    m0 = (tl.program_id(0) // tiles_n) * BLOCK_M
-    n0 = (tl.program_id(0) % tiles_n) * BLOCK_N
+    tiles_e = tl.cdiv(M, BLOCK_M) * tiles_n
+    e = tile // tiles_e
+    m0 = ((tile % tiles_e) // tiles_n) * BLOCK_M
+    n0 = (tile % tiles_n) * BLOCK_N
     rm = m0 + tl.arange(0, BLOCK_M)
     rn = n0 + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -87,6 +97,37 @@ def gate_up_kernel(
         tl.store(up_ptr + offsets, up, mask=mask)
 
 
+@triton.jit
+def gate_up_kernel(
+    x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr, gate_ptr, up_ptr,
+    E, M, N, K,
+    sx_e, sx_m, sx_k,
+    sw_e, sw_k, sw_n,
+    sb_e, sb_n,
+    so_e, so_m, so_n,
+    PRECISION: tl.constexpr, HAS_BIAS: tl.constexpr, RESIDUALS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+):  # fmt: skip
+    """out[e] = silu(x[e] @ wg[e] + bg[e]) * (x[e] @ wu[e] + bu[e]); with RESIDUALS also gate[e] and
+    up[e], the two sums before SiLU and product. Both weights share strides, as do both biases and
+    the three outputs. One program per tile, or with PERSISTENT a fixed grid of programs each taking
+    every num_programs-th tile (a loop Triton flattens, so the next tile's loads overlap this one's
+    epilogue)."""
+    args = (
+        x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr, gate_ptr, up_ptr, M, N, K,
+        sx_e, sx_m, sx_k, sw_e, sw_k, sw_n, sb_e, sb_n, so_e, so_m, so_n,
+    )  # fmt: skip
+    if PERSISTENT:
+        tiles = E * tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+        for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+            gate_up_tile(tile, *args, PRECISION, HAS_BIAS, RESIDUALS, BLOCK_M, BLOCK_N, BLOCK_K)
+    else:
+        gate_up_tile(
+            tl.program_id(0), *args, PRECISION, HAS_BIAS, RESIDUALS, BLOCK_M, BLOCK_N, BLOCK_K
+        )
+
+
 def k_major(w):
     """`w` [E, K, N] with its K dimension contiguous (a copy unless it already is)."""
     return w if w.stride(1) == 1 else w.transpose(1, 2).contiguous().transpose(1, 2)
@@ -98,11 +139,12 @@ def launch(
     """Run gate_up_kernel: x [E, M, K], weights [E, K, N] of the same strides, biases (or None)
     broadcastable to [E, 1, N]. Returns (product, gate, up), the last two None unless `residuals`.
     `run` wraps the kernel before launch (torch.library.wrap_triton inside an op); `config` overrides
-    CONFIG (the CPU tests use small blocks)."""
+    config_for(M) (the CPU tests use small blocks): BLOCK_M/N/K, num_warps, num_stages, and
+    optionally `programs`, a persistent grid's size."""
     import torch
 
-    cfg = dict(CONFIG if config is None else config)
     e, m, k = x.shape
+    cfg = config_for(size_hint(m)) if config is None else dict(config)
     n = w_gate.shape[2]
     if w_up.shape != w_gate.shape or w_up.stride() != w_gate.stride():
         raise ValueError("gate_up: both weights must have the same shape and strides")
@@ -122,11 +164,14 @@ def launch(
     up = torch.empty_like(out) if residuals else out
     blocks = {key: value for key, value in cfg.items() if key.startswith("BLOCK_")}
     options = {key: value for key, value in cfg.items() if key in ("num_warps", "num_stages")}
-    grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]), e)
+    tiles = e * triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"])
+    programs = cfg.get("programs")  # a persistent grid of this many programs
+    grid = (tiles if programs is None else min(tiles, programs),)
     kernel = gate_up_kernel if run is None else run(gate_up_kernel)
     kernel[grid](
-        x, w_gate, w_up, b_gate, b_up, out, gate, up, m, n, k,
+        x, w_gate, w_up, b_gate, b_up, out, gate, up, e, m, n, k,
         *x.stride(), *w_gate.stride(), *bias_strides, *out.stride(),
-        PRECISION=precision, HAS_BIAS=has_bias, RESIDUALS=residuals, **blocks, **options,
+        PRECISION=precision, HAS_BIAS=has_bias, RESIDUALS=residuals, **blocks,
+        PERSISTENT=programs is not None, **options,
     )  # fmt: skip
     return out, (gate if residuals else None), (up if residuals else None)

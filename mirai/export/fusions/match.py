@@ -1,15 +1,23 @@
 """Find gated feed-forward patterns in a Dynamo-traced FX graph and call the fused operator instead.
 
 The pattern, in any of the spellings Dynamo records (`torch.bmm`, `torch.matmul`, `@`, the Tensor
-methods; `F.silu`, which an `nn.SiLU` module becomes; `*` or `torch.mul`):
+methods, `F.linear`; `F.silu`, which an `nn.SiLU` module becomes; `*` or `torch.mul`):
 
-    gate = x @ w_gate (+ b_gate)     x [E, M, K], weights [E, K, N], float32
-    up   = x @ w_up   (+ b_up)       biases broadcastable to [E, 1, N]
-    out  = silu(gate) * up           (either order)
+    gate = proj(x, w_gate, b_gate)   out = silu(gate) * up   (either order)
+    up   = proj(x, w_up,   b_up)
 
-Each intermediate must feed nothing else: the rewrite removes them. The node's shapes come from fake-
-tensor propagation over the graph's example inputs. A match becomes `mirai::gate_up_silu_train` (and
-its first output) when any of its tensors needs a gradient, else `mirai::gate_up_silu`.
+with float32 tensors and one of three projections (Branch.kind), the same on both sides:
+
+- "bmm": x [E, M, K] @ w [E, K, N] (+ b broadcastable to [E, 1, N]): a mixture of experts;
+- "matmul": x [..., K] @ w [K, N] (+ b [N]): a dense layer written with `@`;
+- "linear": F.linear(x [..., K], w [N, K], b [N]): nn.Linear's layout (a LLaMA-style MLP), whose
+  weights are already K-major, so the kernel reads them without a copy.
+
+The last two run as one expert over all of x's rows: x reshaped to [1, rows, K], the result back to
+[..., N]. Each intermediate must feed nothing else: the rewrite removes them. The node's shapes come
+from fake-tensor propagation over the graph's example inputs. A match becomes
+`mirai::gate_up_silu_train` (and its first output) when any of its tensors needs a gradient, else
+`mirai::gate_up_silu`.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from dataclasses import dataclass
 import torch
 
 _MATMULS = {torch.bmm, torch.matmul, operator.matmul}
+_MATMUL_METHODS = {"bmm", "matmul", "__matmul__"}
+_LINEARS = {torch.nn.functional.linear, torch._C._nn.linear}
 _ADDS = {operator.add, torch.add, operator.iadd}
 _MULS = {operator.mul, torch.mul}
 _SILUS = {torch.nn.functional.silu}
@@ -42,12 +52,33 @@ def _value(node):
 
 @dataclass(frozen=True)
 class Branch:
-    """One side of the pattern: x @ w (+ b), and the nodes the rewrite makes dead."""
+    """One side of the pattern: proj(x, w) (+ b), and the nodes the rewrite makes dead. `kind` says
+    which projection (see the module's docstring); "bmm" and "matmul" are told apart by shapes."""
 
+    kind: str
     x: object
     weight: object
     bias: object | None
     nodes: tuple
+
+
+def _projection(node) -> tuple | None:
+    """(kind, x, weight, bias) when `node` is a projection, else None."""
+    if _is(node, _MATMULS, _MATMUL_METHODS) and len(node.args) == 2:
+        x, weight = node.args
+        w = _value(weight)
+        return (
+            ("matmul" if isinstance(w, torch.Tensor) and w.dim() == 2 else "bmm"),
+            x,
+            weight,
+            None,
+        )
+    if node.op == "call_function" and node.target in _LINEARS and not set(node.kwargs) - {"bias"}:
+        if 2 <= len(node.args) + len(node.kwargs) <= 3:
+            x, weight, *rest = node.args
+            bias = rest[0] if rest else node.kwargs.get("bias")
+            return "linear", x, weight, bias
+    return None
 
 
 def _branch(node) -> Branch | None:
@@ -55,41 +86,60 @@ def _branch(node) -> Branch | None:
     bias = None
     if _is(node, _ADDS, {"add", "__add__"}) and len(node.args) == 2:
         left, right = node.args
-        if _is(left, _MATMULS, {"bmm", "matmul", "__matmul__"}):
+        if hasattr(left, "op") and _projection(left) and _projection(left)[0] != "linear":
             node, bias = left, right
-        elif _is(right, _MATMULS, {"bmm", "matmul", "__matmul__"}):
+        elif hasattr(right, "op") and _projection(right) and _projection(right)[0] != "linear":
             node, bias = right, left
         else:
             return None
         nodes.append(node)
-    if not _is(node, _MATMULS, {"bmm", "matmul", "__matmul__"}) or len(node.args) != 2:
+    found = _projection(node)
+    if found is None:
         return None
-    x, weight = node.args
-    return Branch(x=x, weight=weight, bias=bias, nodes=tuple(nodes))
+    kind, x, weight, own_bias = found
+    return Branch(
+        kind=kind, x=x, weight=weight, bias=own_bias if bias is None else bias, nodes=tuple(nodes)
+    )
+
+
+def _bias_fits(bias, kind: str, e: int, n: int) -> bool:
+    b = _value(bias)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32:
+        return False
+    if kind == "bmm":
+        if b.dim() > 3:
+            return False
+        shape = (1,) * (3 - b.dim()) + tuple(b.shape)
+        return shape[1] == 1 and shape[2] == n and shape[0] in (1, e)
+    return tuple(b.shape) == (n,)
 
 
 def _fits(gate: Branch, up: Branch) -> bool:
-    if gate.x is not up.x or not all(hasattr(n, "meta") for n in (gate.x, gate.weight, up.weight)):
+    if gate.x is not up.x or gate.kind != up.kind:
+        return False
+    if not all(hasattr(n, "meta") for n in (gate.x, gate.weight, up.weight)):
         return False
     x, wg, wu = _value(gate.x), _value(gate.weight), _value(up.weight)
     if not all(isinstance(t, torch.Tensor) for t in (x, wg, wu)):
         return False
-    if any(t.dtype != torch.float32 or t.dim() != 3 for t in (x, wg, wu)):
+    if any(t.dtype != torch.float32 for t in (x, wg, wu)) or wg.shape != wu.shape:
         return False
-    e, _, k = x.shape
-    if wg.shape != wu.shape or wg.shape[0] != e or wg.shape[1] != k:
+    if wg.stride() != wu.stride():  # the kernel reads both weights with one set of strides
         return False
-    n = wg.shape[2]
-    for bias in (gate.bias, up.bias):
-        if bias is None:
-            continue
-        b = _value(bias)
-        if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() > 3:
+    if gate.kind == "bmm":
+        if x.dim() != 3 or wg.dim() != 3 or wg.shape[0] != x.shape[0] or wg.shape[1] != x.shape[2]:
             return False
-        shape = (1,) * (3 - b.dim()) + tuple(b.shape)
-        if shape[1] != 1 or shape[2] != n or shape[0] not in (1, e):
+        e, n = x.shape[0], wg.shape[2]
+    else:
+        k_dim = 1 if gate.kind == "linear" else 0  # linear's weight is [N, K], matmul's [K, N]
+        if x.dim() < 2 or wg.dim() != 2 or wg.shape[k_dim] != x.shape[-1]:
             return False
-    return (gate.bias is None) == (up.bias is None)
+        if not all(isinstance(d, int) for d in wg.shape):  # the reshapes name K and N
+            return False
+        e, n = 1, wg.shape[1 - k_dim]
+    if (gate.bias is None) != (up.bias is None):
+        return False
+    return all(b is None or _bias_fits(b, gate.kind, e, n) for b in (gate.bias, up.bias))
 
 
 def _single_use(nodes) -> bool:
@@ -145,11 +195,14 @@ def rewrite(gm, example_inputs) -> int:
         args = (gate.x, gate.weight, gate.bias, up.weight, up.bias)
         train = any(a in flows for a in args)
         with gm.graph.inserting_before(mul):
+            operands = args if gate.kind == "bmm" else _as_one_expert(gm.graph, gate, up)
             if train:
-                call = gm.graph.call_function(torch.ops.mirai.gate_up_silu_train.default, args)
+                call = gm.graph.call_function(torch.ops.mirai.gate_up_silu_train.default, operands)
                 product = gm.graph.call_function(operator.getitem, (call, 0))
             else:
-                product = gm.graph.call_function(torch.ops.mirai.gate_up_silu.default, args)
+                product = gm.graph.call_function(torch.ops.mirai.gate_up_silu.default, operands)
+            if gate.kind != "bmm":
+                product = _rows_back(gm.graph, product, gate)
         mul.replace_all_uses_with(product)
         for node in (mul, silu, *gate.nodes, *up.nodes):
             gm.graph.erase_node(node)
@@ -157,3 +210,34 @@ def rewrite(gm, example_inputs) -> int:
         gm.graph.lint()
         gm.recompile()
     return len(matches)
+
+
+def _as_one_expert(graph, gate: Branch, up: Branch) -> tuple:
+    """The operator's operands for a "matmul" or "linear" match: x as [1, rows, K], both weights as
+    [1, K, N] (a transposed view of linear's [N, K]), the biases as [1, 1, N]."""
+    x = _value(gate.x)
+    k = x.shape[-1]
+    method = graph.call_method
+    rows = method("reshape", (gate.x, 1, -1, k))
+
+    def weight(node):
+        if gate.kind == "linear":
+            node = method("t", (node,))
+        return method("unsqueeze", (node, 0))
+
+    def bias(node):
+        return None if node is None else method("reshape", (node, 1, 1, -1))
+
+    return rows, weight(gate.weight), bias(gate.bias), weight(up.weight), bias(up.bias)
+
+
+def _rows_back(graph, product, gate: Branch):
+    """The operator's [1, rows, N] result in x's leading shape: [..., N]."""
+    x = _value(gate.x)
+    w = _value(gate.weight)
+    n = w.shape[0] if gate.kind == "linear" else w.shape[1]
+    if x.dim() == 2:
+        return graph.call_method("squeeze", (product, 0))
+    size = graph.call_method("size", (gate.x,))
+    lead = [graph.call_function(operator.getitem, (size, i)) for i in range(x.dim() - 1)]
+    return graph.call_method("reshape", (product, *lead, n))

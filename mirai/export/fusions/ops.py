@@ -8,8 +8,8 @@ kernel, which the capture records like any other. Registered on import (once per
   backward is written in PyTorch operators (two pointwise products, four GEMMs, two bias sums).
 
 Weights are made K-major in the call (mirai.export.fusions.gate_up.k_major), except in an inference graph
-whose sample has few rows (SMALL_M there); rows that few also get 64-row tiles. Both follow the size the
-op is traced at, so a bucketed build decides per bucket. The dot precision is torch's float32 matmul precision when the
+whose sample has few rows (SMALL_M there); the kernel's configuration also follows the rows
+(gate_up.config_for). Both follow the size the op is traced at, so a bucketed build decides per bucket. The dot precision is torch's float32 matmul precision when the
 op is traced: "highest" -> IEEE fp32, otherwise TF32.
 """
 
@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
-from mirai.export.fusions.gate_up import CONFIG, SMALL_CONFIG, SMALL_M, k_major, launch, size_hint
+from mirai.export.fusions.gate_up import SMALL_M, k_major, launch, size_hint
 
 
 def dot_precision() -> str:
@@ -37,7 +37,6 @@ def _run(x, w_gate, b_gate, w_up, b_up, residuals: bool):
     return launch(
         x, w_gate, b_gate, w_up, b_up,
         residuals=residuals, precision=dot_precision(), run=wrap_triton,
-        config=SMALL_CONFIG if small else CONFIG,
     )  # fmt: skip
 
 
@@ -66,6 +65,15 @@ def _setup_context(ctx, inputs, output):
     )
 
 
+def _weight_grad(x, d, weight):
+    """x^T @ d ([E, K, N]) laid out as `weight` is: a K-major weight (nn.Linear's [N, K] seen as
+    [1, K, N]) gets its gradient K-major too, computed as (d^T @ x)^T, so that no copy turns it
+    around before it reaches the weight."""
+    if weight.stride(1) == 1 and weight.stride(2) != 1:
+        return torch.bmm(d.transpose(1, 2), x).transpose(1, 2)
+    return torch.bmm(x.transpose(1, 2), d)
+
+
 def _backward(ctx, d_out, d_gate, d_up):
     x, w_gate, w_up, gate, up = ctx.saved_tensors
     sig = torch.sigmoid(gate)
@@ -79,11 +87,10 @@ def _backward(ctx, d_out, d_gate, d_up):
     dx = dwg = dbg = dwu = dbu = None
     if need[0]:
         dx = torch.bmm(dg, w_gate.transpose(1, 2)) + torch.bmm(du, w_up.transpose(1, 2))
-    xt = x.transpose(1, 2)
     if need[1]:
-        dwg = torch.bmm(xt, dg)
+        dwg = _weight_grad(x, dg, w_gate)
     if need[3]:
-        dwu = torch.bmm(xt, du)
+        dwu = _weight_grad(x, du, w_up)
     shape_g, shape_u = ctx.bias_shapes
     if need[2] and shape_g is not None:
         dbg = dg.sum_to_size(shape_g)
