@@ -5,7 +5,7 @@ against torch.compile and eager PyTorch on the same GPU.
     python bench/bench_swiglu.py DIR [--batches 2,4,16] [--peer-mode default]   # on a GPU
 
 `--prepare` makes four GPU-less dynamic builds, bucketed at the batches: DIR/inference and
-DIR/fused-inference (the forward alone, `inference=True`, without and with `fuse=("gate_up",)`),
+DIR/fused-inference (the forward alone, `inference=True`, without and with `fuse=("gate_up_linear",)`),
 DIR/training and DIR/fused (forward and backward ops, without and with the fusion). On the GPU the
 forwards are timed under torch.no_grad against the inference builds, forward+backward against the
 training builds, per call (do_bench) and as CUDA graphs (GPU time alone), side by side in rounds
@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT / "examples"))
 RESULTS = ROOT / "bench" / "RESULTS-swiglu.md"
 BUILDS = {  # folder -> (inference, fuse)
     "inference": (True, ()),
-    "fused-inference": (True, ("gate_up",)),
+    "fused-inference": (True, ("gate_up_linear",)),
     "training": (False, ()),
-    "fused": (False, ("gate_up",)),
+    "fused": (False, ("gate_up_linear",)),
 }
 
 
@@ -113,7 +113,7 @@ def render(rows: dict, versions: str, peer_mode: str) -> str:
         f"hidden {H}, nn.Linear weights, tf32. Milliseconds; in brackets torch.compile / this "
         "(above 1: faster than torch.compile). generated: the GPU-less dynamic builds without "
         "fusions (the inference build for the forward, the training build's two ops for "
-        "forward+backward); generated fused: the same with fuse=('gate_up',). torch.compile: mode "
+        "forward+backward); generated fused: the same with fuse=('gate_up_linear',). torch.compile: mode "
         f"{peer_mode}, dynamic=False, compiled afresh per batch. TFLOP/s: the best forward's "
         "three GEMMs in GPU time.",
     ]

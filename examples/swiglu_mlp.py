@@ -1,12 +1,12 @@
 """A LLaMA-style feed-forward block (SwiGLU) over nn.Linear weights, exported with a dynamic batch.
 
-python examples/swiglu_mlp.py            # or: mirai build examples/swiglu_mlp.py --inference
+python examples/swiglu_mlp.py   # or: mirai build examples/swiglu_mlp.py --inference --fuse gate_up_linear
 cd generated && bash build.sh
 
 Its gate and up projections share their input and meet in `silu(gate) * up`: the pattern of the
-`gate_up` fusion (mirai.export.fusions), which an inference build applies by default and a training
-build with `--fuse gate_up`. nn.Linear stores weights [out, in], which the fused kernel reads as they
-are (K-major) without a copy.
+`gate_up_linear` fusion (mirai.export.fusions), which a build applies when named (`--fuse
+gate_up_linear`): one Triton kernel for both projections and the SiLU product. nn.Linear stores
+weights [out, in], which the fused kernel reads as they are (K-major) without a copy.
 """
 
 import torch

@@ -88,7 +88,8 @@ def build(
     ("tf", "jax") or "tf,jax" (mirai.export.frameworks).
     `fuse` names graph-level fusions (mirai.export.fusions.FUSIONS), e.g. ("gate_up",): patterns
     around GEMMs in the traced graph become one Triton kernel of our own before Inductor runs.
-    None (default): every fusion for an inference build, none for a training build; () for none.
+    None (default): for an inference build the fusions measured faster ("gate_up"), none for a
+    training build; () for none.
     `buckets` (dynamic builds only), batch sizes such as (64, 512, 2000, 8000): the graph is captured
     at each of them and the op runs, for batch b, the kernels captured at the bucket nearest to b
     (mirai.export.buckets); with a tuning table each bucket takes the table's choices at its batch.

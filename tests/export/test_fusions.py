@@ -31,9 +31,9 @@ def small(batch):
     return sample_inputs(batch, **SMALL)
 
 
-def fused_calls(op, samples) -> tuple[dict, list[str]]:
+def fused_calls(op, samples, names=("gate_up", "gate_up_linear")) -> tuple[dict, list[str]]:
     """The fusion counts and the operators the fused graph calls."""
-    traced, counts = fusions.fuse(trace(op, samples), ["gate_up"])
+    traced, counts = fusions.fuse(trace(op, samples), names)
     gm = pickle.loads(traced.graph_module)
     targets = [str(n.target) for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
     return counts, targets
@@ -41,7 +41,7 @@ def fused_calls(op, samples) -> tuple[dict, list[str]]:
 
 def test_pffn_gate_and_up_become_one_training_operator():
     counts, targets = fused_calls(pffn, small(8))
-    assert counts == {"gate_up": 1}
+    assert counts == {"gate_up": 1, "gate_up_linear": 0}
     assert "mirai.gate_up_silu_train.default" in targets
     # the down projection is still a plain bmm; the two projections and the silu are gone
     assert sum("bmm" in t for t in targets) == 1
@@ -50,7 +50,7 @@ def test_pffn_gate_and_up_become_one_training_operator():
 
 def test_an_inference_graph_gets_the_operator_without_residuals():
     counts, targets = fused_calls(pffn.for_inference(), small(8))
-    assert counts == {"gate_up": 1}
+    assert counts == {"gate_up": 1, "gate_up_linear": 0}
     assert "mirai.gate_up_silu.default" in targets
     assert "mirai.gate_up_silu_train.default" not in targets
 
@@ -72,7 +72,7 @@ def silu_module(x, w_gate, w_up):
 def test_other_spellings_match(op):
     x, wg, wu = torch.randn(2, 5, 8), torch.randn(2, 8, 16), torch.randn(2, 8, 16)
     counts, targets = fused_calls(op, [x, wg, wu])
-    assert counts == {"gate_up": 1}, targets
+    assert counts == {"gate_up": 1, "gate_up_linear": 0}, targets
 
 
 @mirai.op(name="DenseWithBias")
@@ -89,15 +89,18 @@ def linear_with_bias(x, w_gate, b_gate, w_up, b_up):
 def test_nn_linear_and_dense_spellings_match():
     """2-D weights: nn.Linear's [N, K] through F.linear and [K, N] through @, x of any rank."""
     x = torch.randn(3, 5, 8)
-    counts, targets = fused_calls(swiglu_mlp, [x, torch.randn(16, 8), torch.randn(16, 8),
-                                               torch.randn(8, 16)])  # fmt: skip
-    assert counts == {"gate_up": 1}, targets
+    samples = [x, torch.randn(16, 8), torch.randn(16, 8), torch.randn(8, 16)]
+    counts, targets = fused_calls(swiglu_mlp, samples)
+    assert counts == {"gate_up": 0, "gate_up_linear": 1}, targets
     assert sum("linear" in t for t in targets) == 1, targets  # the down projection stays
     assert not any("silu" in t for t in targets if "mirai" not in t), targets
     for op, weight in ((dense_with_bias, (8, 16)), (linear_with_bias, (16, 8))):
         args = [torch.randn(*weight), torch.randn(16)]
         counts, targets = fused_calls(op, [x.reshape(15, 8), *args, *args])
-        assert counts == {"gate_up": 1}, (op.name, targets)
+        assert counts == {"gate_up": 0, "gate_up_linear": 1}, (op.name, targets)
+    # the per-expert fusion alone leaves them, as an inference build's default does
+    assert fused_calls(swiglu_mlp, samples, ("gate_up",))[0] == {"gate_up": 0}
+    assert fusions.default(swiglu_mlp.for_inference()) == ("gate_up",)
 
 
 def test_mixed_projections_are_not_fused():
@@ -111,12 +114,12 @@ def test_mixed_projections_are_not_fused():
 
     x = torch.randn(5, 8)
     counts, _ = fused_calls(mixed, [x, torch.randn(16, 8), torch.randn(8, 16)])
-    assert counts == {"gate_up": 0}
+    assert not any(counts.values())
     counts, _ = fused_calls(
         dense_with_bias, [x, torch.randn(8, 16), torch.randn(5, 16), torch.randn(8, 16),
                           torch.randn(5, 16)]
     )  # fmt: skip
-    assert counts == {"gate_up": 0}
+    assert not any(counts.values())
 
 
 @mirai.op(name="GateUsedTwice")
@@ -146,17 +149,19 @@ def two_inputs(x, y, w_gate, w_up):
 def test_what_the_rewrite_must_not_touch(op, dtype):
     x, wg, wu = (torch.randn(2, 5, 8), torch.randn(2, 8, 16), torch.randn(2, 8, 16))
     counts, _ = fused_calls(op, [t.to(dtype) for t in (x, wg, wu)])
-    assert counts == {"gate_up": 0}
+    assert not any(counts.values())
 
 
 def test_two_different_inputs_do_not_share_a_kernel():
     x, y = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
     counts, _ = fused_calls(two_inputs, [x, y, torch.randn(2, 8, 16), torch.randn(2, 8, 16)])
-    assert counts == {"gate_up": 0}
+    assert not any(counts.values())
 
 
 def test_an_unknown_fusion_is_refused_by_name(tmp_path):
-    with pytest.raises(MiraiError, match=r"unknown fusion nope; choose from gate_up"):
+    with pytest.raises(
+        MiraiError, match=r"unknown fusion nope; choose from gate_up, gate_up_linear"
+    ):
         mirai.build(pffn, small(8), output_dir=tmp_path, fuse=("nope",), progress=False)
 
 
@@ -225,11 +230,12 @@ def test_a_fused_llama_style_block_computes_right_on_the_cpu(tmp_path, host, mod
     gradient match PyTorch in float64 at batches below, between and past the buckets."""
     fn = swiglu_mlp if mode == "training" else swiglu_mlp.for_inference()
     mirai.build(
-        fn, swiglu_small(4), output_dir=tmp_path, dynamic=True, fuse=("gate_up",), buckets=(4, 40),
+        fn, swiglu_small(4), output_dir=tmp_path, dynamic=True, fuse=("gate_up_linear",),
+        buckets=(4, 40),
         progress=False,
     )  # fmt: skip
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["fused"] == {"gate_up": 1}
+    assert manifest["fused"] == {"gate_up_linear": 1}
     forward = next(op for op in manifest["ops"] if op.endswith("Fwd"))
     for variant in manifest["ops"][forward]["variants"]:
         # one launch, no weight copies (bucketed kernels' names end in _b<bucket>)
@@ -242,5 +248,25 @@ def test_a_fused_llama_style_block_computes_right_on_the_cpu(tmp_path, host, mod
     expected = ["output0"] + (
         [f"grad {p}" for p in swiglu_mlp.param_names] if mode == "training" else []
     )
+    assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
+    assert all(r.ok for r in rows), table(rows)
+
+
+def dense_samples(batch):
+    g = torch.Generator().manual_seed(batch)
+    w = [torch.randn(24, 40, generator=g) * 0.2 for _ in "gu"]
+    b = [torch.randn(40, generator=g) * 0.1 for _ in "gu"]
+    return [torch.randn(batch, 24, generator=g), w[0], b[0], w[1], b[1]]
+
+
+def test_a_fused_dense_layer_with_biases_computes_right_on_the_cpu(tmp_path, host):
+    """x [M, K] @ w [K, N] + b [N]: the weights are N-contiguous, so the op copies them K-major, and
+    the biases reach the kernel as [1, 1, N]; output and every gradient match float64 PyTorch."""
+    mirai.build(dense_with_bias, dense_samples(37), output_dir=tmp_path, fuse=("gate_up_linear",),
+                progress=False)  # fmt: skip
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["fused"] == {"gate_up_linear": 1}
+    rows = verify(dense_with_bias, dense_samples, tmp_path, device="cpu", runner=host)
+    expected = ["output0"] + [f"grad {p}" for p in dense_with_bias.param_names]
     assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
     assert all(r.ok for r in rows), table(rows)

@@ -5,10 +5,13 @@ pattern around GEMMs with one `torch.library.triton_op` whose Triton kernel Indu
 other; the capture and the launch code need nothing new. FUSIONS names them; a build picks them by name
 (`mirai build --fuse NAME`), and `apply` runs the picked ones over a graph.
 
-By default (`default`) an inference build fuses and a training build does not: on the H200 the fused
-gate/up kernel made pffn's inference forward 1.18x-1.24x faster in GPU time from B = 512 to 8000, and
-left a training forward (which must also write both GEMMs' results for its backward) within 5% of the
-unfused one, slower at B = 64 (bench/RESULTS-pffn.md).
+By default (`default`) an inference build applies the fusions measured faster than what they replace
+(`Fusion.default`) and a training build none: on the H200 the fused gate/up kernel made pffn's
+inference forward 1.18x-1.24x faster in GPU time from B = 512 to 8000, and left a training forward
+(which must also write both GEMMs' results for its backward) within 5% of the unfused one, slower at
+B = 64 (bench/RESULTS-pffn.md). `gate_up_linear` runs the same kernel over dense layers and nn.Linear
+weights; it has no GPU measurement yet (bench/bench_swiglu.py is the one to make), so a build applies
+it only when named.
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ class Fusion:
     name: str
     rewrite: Callable  # (graph module, example inputs) -> number of rewrites
     help: str
+    default: bool  # applied to inference builds that name no fusions (measured faster)
 
 
-def _gate_up(gm, example_inputs) -> int:
-    from mirai.export.fusions.match import rewrite
+def _gate_up(kinds):
+    def rewrite(gm, example_inputs) -> int:
+        from mirai.export.fusions.match import rewrite
 
-    return rewrite(gm, example_inputs)
+        return rewrite(gm, example_inputs, kinds)
+
+    return rewrite
 
 
 FUSIONS = {
@@ -37,20 +44,28 @@ FUSIONS = {
     for f in (
         Fusion(
             "gate_up",
-            _gate_up,
-            "silu(x @ w_gate + b_gate) * (x @ w_up + b_up) in float32, per expert ([E, M, K] x "
-            "[E, K, N]), dense ([..., K] x [K, N]) or through F.linear, as one Triton kernel "
-            "(both GEMMs, bias, SiLU and product)",
+            _gate_up({"bmm"}),
+            "silu(x @ w_gate + b_gate) * (x @ w_up + b_up) over float32 [E, M, K] x [E, K, N] "
+            "(per expert) as one Triton kernel (both GEMMs, bias, SiLU and product)",
+            default=True,
+        ),
+        Fusion(
+            "gate_up_linear",
+            _gate_up({"matmul", "linear"}),
+            "the same over dense layers: float32 x [..., K] @ w [K, N] + b [N], or F.linear "
+            "with nn.Linear's [N, K] weights (a LLaMA-style SwiGLU block)",
+            default=False,
         ),
     )
 }
 
 
 def default(op) -> tuple[str, ...]:
-    """The fusions a build of `op` (a mirai.export.decorator.Op) gets when it names none: all of
-    them for an op with nothing to differentiate (an inference build), none otherwise."""
+    """The fusions a build of `op` (a mirai.export.decorator.Op) gets when it names none: those
+    measured faster (`Fusion.default`) for an op with nothing to differentiate (an inference
+    build), none otherwise."""
     inference = set(op.param_names) <= set(op.no_grad)
-    return tuple(FUSIONS) if inference else ()
+    return tuple(f.name for f in FUSIONS.values() if f.default) if inference else ()
 
 
 def parse(text: str) -> tuple[str, ...]:

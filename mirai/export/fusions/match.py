@@ -13,7 +13,8 @@ with float32 tensors and one of three projections (Branch.kind), the same on bot
 - "linear": F.linear(x [..., K], w [N, K], b [N]): nn.Linear's layout (a LLaMA-style MLP), whose
   weights are already K-major, so the kernel reads them without a copy.
 
-The last two run as one expert over all of x's rows: x reshaped to [1, rows, K], the result back to
+Fusion "gate_up" takes the first, "gate_up_linear" the other two (mirai.export.fusions). The last
+two run as one expert over all of x's rows: x reshaped to [1, rows, K], the result back to
 [..., N]. Each intermediate must feed nothing else: the rewrite removes them. The node's shapes come
 from fake-tensor propagation over the graph's example inputs. A match becomes
 `mirai::gate_up_silu_train` (and its first output) when any of its tensors needs a gradient, else
@@ -160,8 +161,9 @@ def _grad_flow(graph, example_inputs) -> set:
     return flows
 
 
-def find(graph) -> list[tuple]:
-    """(mul node, gate Branch, up Branch, silu node) for each match in `graph`."""
+def find(graph, kinds=frozenset({"bmm", "matmul", "linear"})) -> list[tuple]:
+    """(mul node, gate Branch, up Branch, silu node) for each match in `graph` whose projections
+    are of one of `kinds`."""
     found = []
     for node in graph.nodes:
         if not _is(node, _MULS, {"mul", "__mul__"}) or len(node.args) != 2:
@@ -172,7 +174,7 @@ def find(graph) -> list[tuple]:
             if not _is(silu, _SILUS, {"silu"}, {"inplace": False}) or len(silu.args) != 1:
                 continue
             gate, up = _branch(silu.args[0]), _branch(other)
-            if gate is None or up is None or not _fits(gate, up):
+            if gate is None or up is None or gate.kind not in kinds or not _fits(gate, up):
                 continue
             if not _single_use((silu, *gate.nodes, *up.nodes)):
                 continue
@@ -181,15 +183,16 @@ def find(graph) -> list[tuple]:
     return found
 
 
-def rewrite(gm, example_inputs) -> int:
-    """Replace every match in `gm` (in place); return how many."""
+def rewrite(gm, example_inputs, kinds) -> int:
+    """Replace every match in `gm` whose projections are of one of `kinds` (in place); return how
+    many."""
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     import mirai.export.fusions.ops  # noqa: F401  (registers the operators)
 
     fake_mode = next((t.fake_mode for t in example_inputs if hasattr(t, "fake_mode")), None)
     FakeTensorProp(gm, mode=fake_mode).propagate(*example_inputs)
-    matches = find(gm.graph)
+    matches = find(gm.graph, kinds)
     flows = _grad_flow(gm.graph, example_inputs) if torch.is_grad_enabled() else set()
     for mul, gate, up, silu in matches:
         args = (gate.x, gate.weight, gate.bias, up.weight, up.bias)
