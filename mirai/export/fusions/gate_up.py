@@ -8,7 +8,8 @@ also writes the two pre-activations, which the backward reads).
 
 On Hopper, TF32 tensor-core instructions read both operands K-major from shared memory, and Triton ran
 N-contiguous weights (the usual [K, N] layout) at half cuBLAS's speed; the op therefore makes a K-major
-copy of both weights in the call (bench/RESULTS-gate-up.md measured both layouts).
+copy of both weights in the call (bench/RESULTS-gate-up.md measured both layouts) unless they are
+K-major already, as nn.Linear's [N, K] weights are.
 
 Two ops, both `torch.library.triton_op`s, so that Inductor sees the kernel and emits it into the wrapper
 the capture reads:
@@ -165,7 +166,9 @@ def launch(
     blocks = {key: value for key, value in cfg.items() if key.startswith("BLOCK_")}
     options = {key: value for key, value in cfg.items() if key in ("num_warps", "num_stages")}
     tiles = e * triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"])
-    programs = cfg.get("programs")  # a persistent grid of this many programs
+    # a persistent grid of this many programs: for the sweep (bench_gate_up.py), which runs outside
+    # a trace; the export's configurations keep one program per tile (min would guard on M there)
+    programs = cfg.get("programs")
     grid = (tiles if programs is None else min(tiles, programs),)
     kernel = gate_up_kernel if run is None else run(gate_up_kernel)
     kernel[grid](
