@@ -83,7 +83,7 @@ def variants(batch: int, args) -> dict[str, Path]:
         folders["tuned"] = args.tuned / f"B{batch}"
         folders["tuned dynamic"] = args.tuned / "dynamic"
         folders["tuned bucketed"] = args.tuned / "bucketed"
-    for extra in args.extra:
+    for extra in args.extra:  # checked in main: NAME=DIR
         name, _, folder = extra.partition("=")
         folders[name] = Path(folder)
     return {n: f for n, f in folders.items() if (f / "manifest.json").exists()}
@@ -183,6 +183,10 @@ def main(argv=None) -> int:
         help="also time GPU time alone: each candidate as a CUDA graph of its calls",
     )
     args = parser.parse_args(argv)
+    for extra in args.extra:
+        name, _, folder = extra.partition("=")
+        if not name or not (Path(folder) / "manifest.json").exists():
+            parser.error(f"--extra {extra!r}: give NAME=DIR, DIR a build (with a manifest.json)")
     torch.set_float32_matmul_precision("high")
 
     def peer():  # static shapes per batch: what torch.compile gives a fixed production shape

@@ -154,6 +154,9 @@ def main(argv=None) -> int:
         return 0
     if args.builds is None:
         parser.error("give the builds' folder (or --prepare DIR)")
+    missing = [n for n in BUILDS if not (args.builds / n / "manifest.json").exists()]
+    if missing:
+        parser.error(f"{args.builds} lacks the builds {', '.join(missing)}: run --prepare on it")
     import torch
     import triton
 

@@ -87,9 +87,14 @@ def _branch(node) -> Branch | None:
     bias = None
     if _is(node, _ADDS, {"add", "__add__"}) and len(node.args) == 2:
         left, right = node.args
-        if hasattr(left, "op") and _projection(left) and _projection(left)[0] != "linear":
+
+        def matmul(side) -> bool:  # a bias is added to `@` (F.linear takes its own)
+            found = _projection(side) if hasattr(side, "op") else None
+            return found is not None and found[0] != "linear"
+
+        if matmul(left):
             node, bias = left, right
-        elif hasattr(right, "op") and _projection(right) and _projection(right)[0] != "linear":
+        elif matmul(right):
             node, bias = right, left
         else:
             return None
@@ -115,6 +120,12 @@ def _bias_fits(bias, kind: str, e: int, n: int) -> bool:
     return tuple(b.shape) == (n,)
 
 
+def _features(branch: Branch) -> int:
+    """N, the output features of a "matmul" or "linear" branch."""
+    w = _value(branch.weight)
+    return w.shape[0] if branch.kind == "linear" else w.shape[1]
+
+
 def _fits(gate: Branch, up: Branch) -> bool:
     if gate.x is not up.x or gate.kind != up.kind:
         return False
@@ -137,7 +148,7 @@ def _fits(gate: Branch, up: Branch) -> bool:
             return False
         if not all(isinstance(d, int) for d in wg.shape):  # the reshapes name K and N
             return False
-        e, n = 1, wg.shape[1 - k_dim]
+        e, n = 1, _features(gate)
     if (gate.bias is None) != (up.bias is None):
         return False
     return all(b is None or _bias_fits(b, gate.kind, e, n) for b in (gate.bias, up.bias))
@@ -237,10 +248,8 @@ def _as_one_expert(graph, gate: Branch, up: Branch) -> tuple:
 def _rows_back(graph, product, gate: Branch):
     """The operator's [1, rows, N] result in x's leading shape: [..., N]."""
     x = _value(gate.x)
-    w = _value(gate.weight)
-    n = w.shape[0] if gate.kind == "linear" else w.shape[1]
     if x.dim() == 2:
         return graph.call_method("squeeze", (product, 0))
     size = graph.call_method("size", (gate.x,))
     lead = [graph.call_function(operator.getitem, (size, i)) for i in range(x.dim() - 1)]
-    return graph.call_method("reshape", (product, *lead, n))
+    return graph.call_method("reshape", (product, *lead, _features(gate)))

@@ -9,8 +9,9 @@ kernel, which the capture records like any other. Registered on import (once per
 
 Weights are made K-major in the call (mirai.export.fusions.gate_up.k_major), except in an inference graph
 whose sample has few rows (SMALL_M there); the kernel's configuration also follows the rows
-(gate_up.config_for). Both follow the size the op is traced at, so a bucketed build decides per bucket. The dot precision is torch's float32 matmul precision when the
-op is traced: "highest" -> IEEE fp32, otherwise TF32.
+(gate_up.config_for). Both follow the size the op is traced at, so a bucketed build decides per
+bucket. The dot precision is torch's float32 matmul precision when the op is traced: "highest" ->
+IEEE fp32, otherwise TF32.
 """
 
 from __future__ import annotations
