@@ -35,18 +35,18 @@ tests/test_bench_gate_up.py.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from datetime import date
 from pathlib import Path
 
-import triton
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 from mirai.export.fusions.gate_up import config_for, launch  # noqa: E402
+from results import candidates_table, kernel_bench, ranked_table  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-gate-up.md"
+TITLE = "# gate/up benchmark"
 E, D, H = 8, 256, 1024
 
 
@@ -196,7 +196,7 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
 def render_sweep(found: dict, versions: str) -> str:
     flops = lambda b: 2 * 2 * E * b * D * H  # noqa: E731  (two GEMMs)
     lines = [
-        "# gate/up benchmark",
+        TITLE,
         "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32, K-major weights. "
         f"Configuration sweep of the fused kernel (`--sweep`): {len(configurations())} "
@@ -205,42 +205,24 @@ def render_sweep(found: dict, versions: str) -> str:
         "multiprocessor), then the five best and the export's own configuration side by side in "
         "rounds (medians). inference: the product alone; training: the product and both sums.",
         "",
-        "| variant | B | configuration | GPU ms | TFLOP/s | vs export |",
-        "|---|---|---|---|---|---|",
+        *ranked_table(found, flops, leading=("variant", "B")),
     ]
-    for (variant, batch), ranked in found.items():
-        export = next(ms for name, ms in ranked if name.endswith("(export)"))
-        for name, ms in ranked:
-            lines.append(
-                f"| {variant} | {batch} | {name} | {ms:.4f} | {flops(batch) / ms / 1e9:.0f} | "
-                f"{export / ms:.2f}x |"
-            )
     return "\n".join(lines) + "\n"
 
 
 def render(rows: dict, versions: str) -> str:
-    names = list(next(iter(rows.values()))["ms"])
     peer = "cuBLAS x2 + fused pointwise (torch.compile)"
     flops = lambda b: 2 * 2 * E * b * D * H  # noqa: E731  (two GEMMs)
     lines = [
-        "# gate/up benchmark",
+        TITLE,
         "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Milliseconds per call of "
         "`silu(x @ w_gate + b_gate) * (x @ w_up + b_up)` (the first half of pffn's forward), per "
         "call / GPU time alone (CUDA graphs); vs peer: the peer's GPU time / this GPU time; "
         "TFLOP/s of the two GEMMs in GPU time; relative error against float64.",
         "",
-        "| B | candidate | ms per call | GPU ms | vs peer | TFLOP/s | rel. error |",
-        "|---|---|---|---|---|---|---|",
+        *candidates_table(rows, peer, flops),
     ]
-    for batch, row in rows.items():
-        for name in names:
-            gpu = row["gpu_ms"][name]
-            lines.append(
-                f"| {batch} | {name} | {row['ms'][name]:.3f} | {gpu:.3f} | "
-                f"{row['gpu_ms'][peer] / gpu:.2f}x | {flops(batch) / gpu / 1e9:.0f} | "
-                f"{row['errors'][name]:.1e} |"
-            )
     lines.append("")
     lines.append(
         "The fused kernel runs the export's configuration for each batch "
@@ -250,29 +232,7 @@ def render(rows: dict, versions: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", default="2000,8000")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument(
-        "--sweep", action="store_true", help="rank the kernel's configurations (see above)"
-    )
-    args = parser.parse_args(argv)
-    import torch
-
-    from results import record  # bench/results.py
-
-    batches = [int(b) for b in args.batches.split(",")]
-    versions = (
-        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
-    )
-    if args.sweep:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        text = render_sweep(sweep(batches, args.rounds), versions)
-    else:
-        text = render({b: measure(b, args.rounds) for b in batches}, versions)
-    print(text)
-    record(RESULTS, text, "# gate/up benchmark")
-    return 0
+    return kernel_bench(argv, sys.modules[__name__], default_batches="2000,8000")
 
 
 if __name__ == "__main__":

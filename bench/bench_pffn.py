@@ -194,21 +194,23 @@ def main(argv=None) -> int:
         return torch.compile(example.pffn.fn, mode=args.peer_mode, dynamic=False)
 
     batches = [int(b) for b in args.batches.split(",")]
-    names = [
+    names = [  # once each: an --extra may reuse a built-in name
         n
-        for n in (
-            "auto",
-            "triton",
-            "gpuless",
-            "dynamic",
-            "bucketed",
-            "inference",
-            "fused",
-            "fused inference",
-            "tuned",
-            "tuned dynamic",
-            "tuned bucketed",
-            *(extra.partition("=")[0] for extra in args.extra),
+        for n in dict.fromkeys(
+            (
+                "auto",
+                "triton",
+                "gpuless",
+                "dynamic",
+                "bucketed",
+                "inference",
+                "fused",
+                "fused inference",
+                "tuned",
+                "tuned dynamic",
+                "tuned bucketed",
+                *(extra.partition("=")[0] for extra in args.extra),
+            )
         )
         if any(n in variants(b, args) for b in batches)
     ]

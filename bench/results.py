@@ -1,6 +1,8 @@
 """What the benches share: timing calls side by side in rounds (`timed_side_by_side`, from
 mirai.gpu.timing, which `mirai tune` uses too; `without_grad`), and recording Markdown results, the new text on
-top and the earlier results kept below it (`record`).
+top and the earlier results kept below it (`record`); and the two tables of the kernel benches
+(bench_gate_up, bench_silu_grad): candidates against a peer (`candidates_table`) and a configuration
+sweep ranked against the export's own (`ranked_table`), and their command line (`kernel_bench`).
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
 
@@ -44,3 +46,69 @@ def record(path: Path, text: str, title: str) -> str:
     if os.environ.get("OUT"):
         (Path(os.environ["OUT"]) / path.name).write_text(text)
     return text
+
+
+def candidates_table(rows: dict, peer: str, flops) -> list[str]:
+    """Markdown rows of {batch: {"ms", "gpu_ms", "errors": {candidate: value}}}: per call and GPU time,
+    the ratio to `peer`'s GPU time, TFLOP/s (`flops(batch)` in GPU time) and relative error."""
+    lines = [
+        "| B | candidate | ms per call | GPU ms | vs peer | TFLOP/s | rel. error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for batch, row in rows.items():
+        for name, gpu in row["gpu_ms"].items():
+            lines.append(
+                f"| {batch} | {name} | {row['ms'][name]:.3f} | {gpu:.3f} | "
+                f"{row['gpu_ms'][peer] / gpu:.2f}x | {flops(batch) / gpu / 1e9:.0f} | "
+                f"{row['errors'][name]:.1e} |"
+            )
+    return lines
+
+
+def ranked_table(found: dict, flops, leading: tuple[str, ...] = ("B",)) -> list[str]:
+    """Markdown rows of a sweep, {key: [(configuration, GPU ms), ...]}, the key's cells first (named
+    by `leading`; a tuple, or the batch alone), its batch last: TFLOP/s (`flops(batch)`) and the
+    ratio to the configuration marked "(export)"."""
+    header = [*leading, "configuration", "GPU ms", "TFLOP/s", "vs export"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, ranked in found.items():
+        cells = key if isinstance(key, tuple) else (key,)
+        export = next(ms for name, ms in ranked if name.endswith("(export)"))
+        for name, ms in ranked:
+            lead = " | ".join(str(c) for c in cells)
+            lines.append(
+                f"| {lead} | {name} | {ms:.4f} | {flops(cells[-1]) / ms / 1e9:.0f} | "
+                f"{export / ms:.2f}x |"
+            )
+    return lines
+
+
+def kernel_bench(argv, module, default_batches: str) -> int:
+    """The command line of a kernel bench: `module` (bench_gate_up, bench_silu_grad) gives its
+    docstring, `measure(batch, rounds)` and `render(rows, versions)` for the comparison with its
+    peers, `sweep(batches, rounds)` and `render_sweep(found, versions)` for `--sweep`, and `RESULTS`
+    and `TITLE` for the record."""
+    import argparse
+
+    import torch
+    import triton
+
+    parser = argparse.ArgumentParser(description=module.__doc__.splitlines()[0])
+    parser.add_argument("--batches", default=default_batches)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--sweep", action="store_true", help="rank the kernel's configurations (see above)"
+    )
+    args = parser.parse_args(argv)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    batches = [int(b) for b in args.batches.split(",")]
+    versions = (
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+    )
+    if args.sweep:
+        text = module.render_sweep(module.sweep(batches, args.rounds), versions)
+    else:
+        text = module.render({b: module.measure(b, args.rounds) for b in batches}, versions)
+    print(text)
+    record(module.RESULTS, text, module.TITLE)
+    return 0

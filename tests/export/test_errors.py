@@ -235,3 +235,45 @@ def test_the_plan_refuses_a_step_that_writes_an_input():
     builder, _, _ = _plan_forward(broken, {})
     with pytest.raises(UnsupportedError, match=r"ScaleFwd: triton_\w+ writes into the op's input"):
         builder.check_inputs_kept()
+
+
+BLIND_CAPTURE = r"""
+import json, pickle, sys
+sys.path.insert(0, "tests/export")
+from mirai.export.capture import gpuless
+from mirai.gpu.targets import get_target
+target = get_target("sm_90")
+gpuless.activate(target)   # as the capture worker does, before torch
+import blind_kernel  # registers the operator the traced graph calls
+from mirai.errors import CaptureError
+from mirai.export.capture.core import capture_graphs
+with open(sys.argv[1], "rb") as f:
+    traced = pickle.load(f)
+try:
+    capture_graphs(traced, target, "tf32", gpu=False, name="BlindKernel")
+    print(json.dumps({"error": None}))
+except CaptureError as err:
+    print(json.dumps({"error": str(err)}))
+"""
+
+
+def test_a_kernel_inductor_cannot_analyse_is_refused(tmp_path):
+    """A user-defined Triton kernel whose call leaves a constexpr without a value: Inductor cannot
+    compile it to see what it writes, warns, and would copy every tensor it takes before each
+    launch (a fused backward once ran that way, copying 500 MB per call). The capture refuses it,
+    naming the cause, rather than export a silently slower op. Captured in a child process with
+    the GPU-less shim, as the capture worker does, with the operator registered there."""
+    import pickle
+    import sys
+
+    from mirai.export.capture.trace import trace
+    from tests.export.conftest import interpreted
+
+    sys.path.insert(0, "tests/export")
+    import blind_kernel
+
+    traced = tmp_path / "trace.pkl"
+    traced.write_bytes(pickle.dumps(trace(blind_kernel.blind, [torch.randn(100)])))
+    error = interpreted(BLIND_CAPTURE, traced, drop=("TRITON_INTERPRET",))["error"]
+    assert error is not None and "could not tell which tensors" in error, error
+    assert "expected ['x_ptr', 'y_ptr', 'n', 'BLOCK', 'TWICE']" in error, error

@@ -55,6 +55,22 @@ def test_an_inference_graph_gets_the_operator_without_residuals():
     assert "mirai.gate_up_silu_train.default" not in targets
 
 
+def test_gate_up_down_takes_the_down_projection_into_a_training_operator():
+    counts, targets = fused_calls(pffn, small(8), names=("gate_up", "gate_up_down"))
+    # it runs first, whatever order names it, and leaves gate_up nothing
+    assert counts == {"gate_up_down": 1, "gate_up": 0}
+    assert "mirai.gate_up_down_train.default" in targets
+    assert "mirai.gate_up_silu_train.default" not in targets
+    assert not any("bmm" in t for t in targets), targets  # all three projections are in it
+
+
+def test_gate_up_down_leaves_an_inference_graph_as_gate_up_does():
+    counts, targets = fused_calls(pffn.for_inference(), small(8), names=("gate_up_down",))
+    assert counts == {"gate_up_down": 1}
+    assert "mirai.gate_up_silu.default" in targets
+    assert sum("bmm" in t for t in targets) == 1  # the down projection stays a GEMM
+
+
 @mirai.op(name="SwapNoBias")
 def swapped_without_bias(x, w_gate, w_up):
     return (x @ w_up) * torch.nn.functional.silu(x @ w_gate)
@@ -160,7 +176,7 @@ def test_two_different_inputs_do_not_share_a_kernel():
 
 def test_an_unknown_fusion_is_refused_by_name(tmp_path):
     with pytest.raises(
-        MiraiError, match=r"unknown fusion nope; choose from gate_up, gate_up_linear"
+        MiraiError, match=r"unknown fusion nope; choose from gate_up_down, gate_up, gate_up_linear"
     ):
         mirai.build(pffn, small(8), output_dir=tmp_path, fuse=("nope",), progress=False)
 
@@ -213,6 +229,26 @@ def test_a_fused_build_computes_right_on_the_cpu(fused_builds, host, mode):
     expected = ["output0"] + ([f"grad {p}" for p in pffn.param_names] if mode == "training" else [])
     assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
     assert {r.batch for r in rows} == {3, 17, 400}
+    assert all(r.ok for r in rows), table(rows)
+
+
+def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
+    """Training, bucketed: the backward's first kernel is the fused one (the down GEMM's input
+    gradient, SiLU's gradient and the biases' partial sums); output and every gradient match
+    float64 PyTorch at batches below, between and past the buckets (the partial sums' buffer has a
+    row per 64 rows of the batch: its size is symbolic)."""
+    mirai.build(
+        pffn, small(16), output_dir=tmp_path, dynamic=True, fuse=("gate_up_down",),
+        buckets=(16, 300), progress=False,
+    )  # fmt: skip
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["fused"] == {"gate_up_down": 1}
+    backward = next(op for op in manifest["ops"] if op.endswith("Bwd"))
+    for variant in manifest["ops"][backward]["variants"]:
+        assert sum(k.startswith("silu_grad_kernel") for k in variant["launches"]) == 1, variant
+    rows = verify(pffn, small, tmp_path, batches=[3, 17, 400], device="cpu", runner=host)
+    expected = ["output0"] + [f"grad {p}" for p in pffn.param_names]
+    assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
     assert all(r.ok for r in rows), table(rows)
 
 

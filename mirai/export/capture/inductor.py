@@ -18,6 +18,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from mirai.errors import CaptureError
+
 
 @dataclass
 class GraphRecord:
@@ -481,6 +483,43 @@ def compile_graphs(
             stack.enter_context(_gemm_choice(num_sms, shared_memory, tuning, timings))
         else:
             stack.enter_context(_gemm_timings(timings))
+        blind = stack.enter_context(_blind_kernel_analyses())
         torch._dynamo.reset()
         compiled = compile_fx(gm, example_inputs, inner_compile=recording_inner_compile)
+    if blind:
+        raise CaptureError(
+            "Inductor could not tell which tensors a user-defined Triton kernel writes, so it "
+            "would copy every tensor the kernel takes before each launch: "
+            + "; ".join(dict.fromkeys(blind))
+            + " (a triton_op's kernel must compile with the arguments its call passes: every "
+            "constexpr given a value)"
+        )
     return records, compiled
+
+
+@contextlib.contextmanager
+def _blind_kernel_analyses():
+    """Collect Inductor's warnings that its analysis of a user-defined Triton kernel (a
+    torch.library.triton_op's, as the fusions write) failed. Inductor then assumes the kernel
+    writes every tensor it takes and copies them all before the launch: at pffn's sizes that is
+    hundreds of MB per call, silently. Yields the list of what failed, filled on exit."""
+    import logging
+
+    found: list[str] = []
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            if "assuming every input is mutated" in record.getMessage():
+                exc = record.exc_info[1] if record.exc_info else None
+                found.append(f"{type(exc).__name__}: {exc}" if exc else record.getMessage())
+
+    # torch 2.11 and 2.13 warn through Dynamo's logger; the module's own is the fallback
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._higher_order_ops")]
+    handler = Handler(logging.WARNING)
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield found
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)

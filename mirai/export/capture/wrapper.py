@@ -303,6 +303,19 @@ class _TorchStandIn:
         return getattr(self._torch, name)
 
 
+def _symbolic_fold(builtin, symbolic):
+    """`max`/`min` for the wrapper: sympy's Max/Min where a size is symbolic (Inductor writes
+    `max(1, (63 + s0) // 64)` in strides), Python's own otherwise."""
+
+    def fold(*args, **kwargs):
+        items = args[0] if len(args) == 1 and not kwargs else args
+        if not kwargs and any(isinstance(a, sympy.Basic) for a in items):
+            return symbolic(*items)
+        return builtin(*args, **kwargs)
+
+    return fold
+
+
 def interpret(
     name: str,
     source: str,
@@ -340,6 +353,8 @@ def interpret(
         alloc_from_pool=_Unsupported("alloc_from_pool"),
         start_graph=lambda *a, **k: None,
         end_graph=lambda *a, **k: None,
+        max=_symbolic_fold(max, sympy.Max),
+        min=_symbolic_fold(min, sympy.Min),
     )
     args = []
     for spec in inputs:

@@ -11,7 +11,12 @@ inference forward 1.18x-1.24x faster in GPU time from B = 512 to 8000, and left 
 (which must also write both GEMMs' results for its backward) within 5% of the unfused one, slower at
 B = 64 (bench/RESULTS-pffn.md). `gate_up_linear` runs the same kernel over dense layers and nn.Linear
 weights; it has no GPU measurement yet (bench/bench_swiglu.py is the one to make), so a build applies
-it only when named.
+it only when named. `gate_up_down` takes pffn's down projection in too, for its backward's sake:
+there the down GEMM's input gradient, SiLU's gradient and the biases' sums run as one kernel; its
+training builds are checked on the GPU (tests/gpu/results/check_pffn_gate_up_down.md), the kernel
+measured 1.06x-1.09x torch.compile's code for that part at B = 512 to 8000 in its first
+configuration (bench/RESULTS-silu-grad.md); the whole training op has been timed only in a
+defective build (bench/RESULTS-pffn.md), so it too is applied only when named.
 """
 
 from __future__ import annotations
@@ -30,18 +35,26 @@ class Fusion:
     default: bool  # applied to inference builds that name no fusions (measured faster)
 
 
-def _gate_up(kinds):
+def _gate_up(kinds, down: bool = False):
     def rewrite(gm, example_inputs) -> int:
         from mirai.export.fusions.match import rewrite
 
-        return rewrite(gm, example_inputs, kinds)
+        return rewrite(gm, example_inputs, kinds, down=down)
 
     return rewrite
 
 
-FUSIONS = {
+FUSIONS = {  # in the order `apply` runs them: one that takes in another's pattern goes first
     f.name: f
     for f in (
+        Fusion(
+            "gate_up_down",
+            _gate_up({"bmm"}, down=True),
+            "what gate_up fuses, and in a training build the down projection the product feeds: its "
+            "backward computes the down GEMM's input gradient with SiLU's gradient and the "
+            "biases' sums in one Triton kernel",
+            default=False,
+        ),
         Fusion(
             "gate_up",
             _gate_up({"bmm"}),
@@ -102,8 +115,10 @@ def check(names) -> tuple[str, ...]:
 
 
 def apply(gm, example_inputs, names) -> dict[str, int]:
-    """Run the named fusions over `gm` in place; return how many rewrites each made."""
-    return {name: FUSIONS[name].rewrite(gm, example_inputs) for name in check(names)}
+    """Run the named fusions over `gm` in place, in FUSIONS' order; return how many rewrites each
+    made."""
+    names = set(check(names))
+    return {n: f.rewrite(gm, example_inputs) for n, f in FUSIONS.items() if n in names}
 
 
 def fuse(trace, names):

@@ -194,9 +194,28 @@ def find(graph, kinds=frozenset({"bmm", "matmul", "linear"})) -> list[tuple]:
     return found
 
 
-def rewrite(gm, example_inputs, kinds) -> int:
+def _down(mul, gate: Branch):
+    """The weight of the down projection `mul` feeds, `bmm(mul, w_down)` with w_down [E, N, D]
+    float32, when that is the product's one use in a "bmm" match; else None."""
+    if gate.kind != "bmm" or len(mul.users) != 1:
+        return None
+    (user,) = mul.users
+    if not _is(user, _MATMULS, _MATMUL_METHODS) or len(user.args) != 2 or user.args[0] is not mul:
+        return None
+    weight = user.args[1]
+    w, wg, x = _value(weight), _value(gate.weight), _value(gate.x)
+    if not isinstance(w, torch.Tensor) or w.dtype != torch.float32 or w.dim() != 3:
+        return None
+    if w.shape[0] != x.shape[0] or w.shape[1] != wg.shape[2]:
+        return None
+    return user, weight
+
+
+def rewrite(gm, example_inputs, kinds, down: bool = False) -> int:
     """Replace every match in `gm` whose projections are of one of `kinds` (in place); return how
-    many."""
+    many. With `down`, a training match of kind "bmm" whose product feeds a down projection alone
+    takes that GEMM in too (`mirai::gate_up_down_train`: its backward computes the down GEMM's
+    input gradient with SiLU's gradient in the epilogue, mirai.export.fusions.silu_grad)."""
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     import mirai.export.fusions.ops  # noqa: F401  (registers the operators)
@@ -208,16 +227,24 @@ def rewrite(gm, example_inputs, kinds) -> int:
     for mul, gate, up, silu in matches:
         args = (gate.x, gate.weight, gate.bias, up.weight, up.bias)
         train = any(a in flows for a in args)
-        with gm.graph.inserting_before(mul):
+        projection = _down(mul, gate) if down and train else None
+        with gm.graph.inserting_before(mul if projection is None else projection[0]):
             operands = args if gate.kind == "bmm" else _as_one_expert(gm.graph, gate, up)
-            if train:
+            if projection is not None:
+                op = torch.ops.mirai.gate_up_down_train.default
+                call = gm.graph.call_function(op, (*operands, projection[1]))
+                result = gm.graph.call_function(operator.getitem, (call, 0))
+                projection[0].replace_all_uses_with(result)
+                gm.graph.erase_node(projection[0])
+            elif train:
                 call = gm.graph.call_function(torch.ops.mirai.gate_up_silu_train.default, operands)
                 product = gm.graph.call_function(operator.getitem, (call, 0))
             else:
                 product = gm.graph.call_function(torch.ops.mirai.gate_up_silu.default, operands)
-            if gate.kind != "bmm":
+            if projection is None and gate.kind != "bmm":
                 product = _rows_back(gm.graph, product, gate)
-        mul.replace_all_uses_with(product)
+        if projection is None:
+            mul.replace_all_uses_with(product)
         for node in (mul, silu, *gate.nodes, *up.nodes):
             gm.graph.erase_node(node)
     if matches:

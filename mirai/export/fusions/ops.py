@@ -5,7 +5,12 @@ kernel, which the capture records like any other. Registered on import (once per
 
 - `mirai::gate_up_silu(x, w_gate, b_gate, w_up, b_up)` -> silu(x @ w_gate + b_gate) * (x @ w_up + b_up);
 - `mirai::gate_up_silu_train(...)` -> (that product, the gate sum, the up sum), differentiable: its
-  backward is written in PyTorch operators (two pointwise products, four GEMMs, two bias sums).
+  backward is written in PyTorch operators (two pointwise products, four GEMMs, two bias sums);
+- `mirai::gate_up_down_train(x, w_gate, b_gate, w_up, b_up, w_down)` -> (that product @ w_down, the
+  product, the gate sum, the up sum), differentiable: where only its first result is used (the
+  rewrite's case), its backward starts with `mirai::silu_grad`;
+- `mirai::silu_grad(d_y, w_down, gate, up)` -> (d_gate, d_up, their sums over rows): d_y @ w_down^T
+  with SiLU's gradient in the epilogue (mirai.export.fusions.silu_grad).
 
 Weights are made K-major in the call (mirai.export.fusions.gate_up.k_major), except in an inference graph
 whose sample has few rows (SMALL_M there); the kernel's configuration also follows the rows
@@ -23,6 +28,7 @@ from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
 from mirai.export.fusions.gate_up import SMALL_M, k_major, launch, size_hint
+from mirai.export.fusions.silu_grad import launch as silu_grad_launch
 
 
 def dot_precision() -> str:
@@ -75,15 +81,21 @@ def _weight_grad(x, d, weight):
     return torch.bmm(x.transpose(1, 2), d)
 
 
-def _backward(ctx, d_out, d_gate, d_up):
-    x, w_gate, w_up, gate, up = ctx.saved_tensors
+def _silu_mul_grad(d_out, gate, up):
+    """The gradients of silu(gate) * up for the product's gradient `d_out`."""
     sig = torch.sigmoid(gate)
-    dg = d_out * up * sig * (1 + gate * (1 - sig))
-    du = d_out * gate * sig
-    if d_gate is not None:
-        dg = dg + d_gate
-    if d_up is not None:
-        du = du + d_up
+    return d_out * up * sig * (1 + gate * (1 - sig)), d_out * gate * sig
+
+
+def _added(grad, more):
+    return grad if more is None else grad + more
+
+
+def _through_projections(ctx, dg, du, sums=None):
+    """The gradients of the gate/up projections' inputs (x, w_gate, b_gate, w_up, b_up) for those of
+    their results, `dg` and `du` [E, M, N]; `sums` gives the biases' gradients as [E, N] column sums
+    of both, where they were computed with them."""
+    x, w_gate, w_up = ctx.saved_tensors[:3]
     need = ctx.needs_input_grad
     dx = dwg = dbg = dwu = dbu = None
     if need[0]:
@@ -93,11 +105,67 @@ def _backward(ctx, d_out, d_gate, d_up):
     if need[3]:
         dwu = _weight_grad(x, du, w_up)
     shape_g, shape_u = ctx.bias_shapes
+    sum_g, sum_u = (dg, du) if sums is None else (s.unsqueeze(1) for s in sums)
     if need[2] and shape_g is not None:
-        dbg = dg.sum_to_size(shape_g)
+        dbg = sum_g.sum_to_size(shape_g)
     if need[4] and shape_u is not None:
-        dbu = du.sum_to_size(shape_u)
+        dbu = sum_u.sum_to_size(shape_u)
     return dx, dwg, dbg, dwu, dbu
 
 
+def _backward(ctx, d_out, d_gate, d_up):
+    gate, up = ctx.saved_tensors[3:5]
+    dg, du = _silu_mul_grad(d_out, gate, up)
+    return _through_projections(ctx, _added(dg, d_gate), _added(du, d_up))
+
+
 gate_up_silu_train.register_autograd(_backward, setup_context=_setup_context)
+
+
+@triton_op("mirai::silu_grad", mutates_args=())
+def silu_grad(
+    d_y: Tensor, w_down: Tensor, gate: Tensor, up: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return silu_grad_launch(d_y, w_down, gate, up, precision=dot_precision(), run=wrap_triton)
+
+
+@triton_op("mirai::gate_up_down_train", mutates_args=())
+def gate_up_down_train(
+    x: Tensor,
+    w_gate: Tensor,
+    b_gate: Optional[Tensor],
+    w_up: Tensor,
+    b_up: Optional[Tensor],
+    w_down: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    out, gate, up = _run(x, w_gate, b_gate, w_up, b_up, residuals=True)
+    return torch.bmm(out, w_down), out, gate, up
+
+
+def _setup_context_down(ctx, inputs, output):
+    x, w_gate, b_gate, w_up, b_up, w_down = inputs
+    _, out, gate, up = output
+    ctx.save_for_backward(x, w_gate, w_up, gate, up, w_down, out)
+    ctx.bias_shapes = (
+        None if b_gate is None else b_gate.shape,
+        None if b_up is None else b_up.shape,
+    )
+    ctx.set_materialize_grads(False)
+
+
+def _backward_down(ctx, d_y, d_out, d_gate, d_up):
+    gate, up, w_down, out = ctx.saved_tensors[3:]
+    if d_y is None:  # nothing reached the result: only the other outputs' gradients count
+        d_y = out.new_zeros(*out.shape[:2], w_down.shape[2])
+    if d_out is None and d_gate is None and d_up is None:  # the rewrite's case: y alone is used
+        dg, du, sum_g, sum_u = torch.ops.mirai.silu_grad(d_y, w_down, gate, up)
+        grads = _through_projections(ctx, dg, du, (sum_g, sum_u))
+    else:
+        d_h = _added(torch.bmm(d_y, w_down.transpose(1, 2)), d_out)
+        dg, du = _silu_mul_grad(d_h, gate, up)
+        grads = _through_projections(ctx, _added(dg, d_gate), _added(du, d_up))
+    d_w_down = torch.bmm(out.transpose(1, 2), d_y) if ctx.needs_input_grad[5] else None
+    return (*grads, d_w_down)
+
+
+gate_up_down_train.register_autograd(_backward_down, setup_context=_setup_context_down)

@@ -1,0 +1,199 @@
+"""The backward kernel of `mirai build --fuse gate_up_down` against what it replaces.
+
+    python bench/bench_silu_grad.py [--batches 512,2000,8000]           # on a GPU
+    python bench/bench_silu_grad.py --sweep [--batches 512,2000,8000]
+
+pffn's backward starts at its down projection, `y = h @ w_down` with `h = silu(gate) * up`: it
+computes `d_h = d_y @ w_down^T`, then `d_gate` and `d_up` from `d_h`, `gate` and `up`, then both
+summed over the rows for the biases' gradients. Unfused, that is a cuBLAS GEMM writing `d_h` [E, B, H],
+a pointwise kernel reading it, and reductions reading `d_gate` and `d_up` again (torch.compile fuses
+the pointwise work and the sums as far as it can). The fused kernel
+(mirai.export.fusions.silu_grad) keeps `d_h` in registers and writes per-tile partial sums.
+
+Candidates, on identical inputs (E=8, D=256, H=1024, tf32, w_down as pffn stores it, [E, H, D]):
+
+- the fused kernel in the export's configuration (mirai.export.fusions.silu_grad.config_for);
+- the unfused computation under torch.compile (mode max-autotune-no-cudagraphs);
+- eager PyTorch.
+
+`--sweep` times the fused kernel alone in every configuration of a grid that fits the chip and ranks
+them per batch against the export's. Timing as in the other benches (mirai.gpu.timing: rounds,
+medians, CUDA graphs for GPU time). Results go on top of bench/RESULTS-silu-grad.md (and $OUT when
+set). The kernel's numbers are checked on the CPU, through Triton's interpreter, by
+tests/export/test_fusions.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from mirai.export.fusions.silu_grad import config_for, launch  # noqa: E402
+from results import candidates_table, kernel_bench, ranked_table  # noqa: E402
+
+RESULTS = ROOT / "bench" / "RESULTS-silu-grad.md"
+TITLE = "# silu_grad benchmark"
+E, D, H = 8, 256, 1024
+# Shared memory per block on Hopper and a register budget for the one fp32 accumulator (the epilogue
+# also holds a tile of gate and of up), which the grid's configurations must fit.
+SMEM_BYTES = 227 * 1024
+ACCUMULATOR_REGISTERS = 128
+
+
+def reference(d_y, w_down, gate, up):
+    """The same in PyTorch: what autograd computes for pffn's down projection and SiLU product."""
+    import torch
+
+    d_h = torch.bmm(d_y, w_down.transpose(1, 2))
+    sig = torch.sigmoid(gate)
+    d_gate = d_h * up * sig * (1 + gate * (1 - sig))
+    d_up = d_h * gate * sig
+    return d_gate, d_up, d_gate.sum(1), d_up.sum(1)
+
+
+def inputs(batch: int, generator):
+    import torch
+
+    d_y = torch.randn(E, batch, D, device="cuda", generator=generator)
+    w_down = torch.randn(E, H, D, device="cuda", generator=generator) * H**-0.5
+    gate = torch.randn(E, batch, H, device="cuda", generator=generator)
+    up = torch.randn(E, batch, H, device="cuda", generator=generator)
+    return d_y, w_down, gate, up
+
+
+def fused(args, config=None):
+    return lambda: launch(*args, precision="tf32", config=config)
+
+
+def measure(batch: int, rounds: int) -> dict:
+    import torch
+
+    from mirai.gpu.timing import timed_side_by_side
+
+    args = inputs(batch, torch.Generator(device="cuda").manual_seed(0))
+    torch._dynamo.reset()
+    compiled = torch.compile(reference, mode="max-autotune-no-cudagraphs", dynamic=False)
+    expect = reference(*(a.double() for a in args))
+    candidates = {
+        "fused (export)": fused(args),
+        "cuBLAS + fused pointwise and sums (torch.compile)": lambda: compiled(*args),
+        "eager": lambda: reference(*args),
+    }
+    errors = {}
+    for name, fn in candidates.items():
+        got = fn()
+        errors[name] = max(float((g.double() - r).norm() / r.norm()) for g, r in zip(got, expect))
+    return {
+        "errors": errors,
+        "ms": timed_side_by_side(candidates, rounds),
+        "gpu_ms": timed_side_by_side(candidates, rounds, graphs=True),
+    }
+
+
+def configurations() -> list[dict]:
+    """The grid `--sweep` times: block shapes, warps and stages whose pipeline buffers (a tile of d_y
+    and one of w_down per stage, fp32) fit in shared memory and whose accumulator fits the register
+    budget, each with the epilogue's loads after the GEMM and before it (EARLY)."""
+    grid = []
+    for bm in (64, 128, 256):
+        for bn in (64, 128, 256):
+            for bk in (32, 64):
+                for warps in (4, 8):
+                    for stages in (3, 4):
+                        smem = stages * (bm * bk + bk * bn) * 4
+                        registers = bm * bn // (32 * warps)
+                        if smem <= SMEM_BYTES and registers <= ACCUMULATOR_REGISTERS:
+                            grid += [
+                                {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                                 "num_warps": warps, "num_stages": stages, "EARLY": early}
+                                for early in (False, True)
+                            ]  # fmt: skip
+    return grid
+
+
+def label(config: dict) -> str:
+    text = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} w{num_warps} s{num_stages}".format(**config)
+    return text + (" early" if config.get("EARLY") else "")
+
+
+def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
+    """{batch: [(label, GPU ms), ...] best first}: every configuration of the grid timed once as a
+    CUDA graph, then the best `top` and the export's own side by side in `rounds` rounds."""
+    import torch
+    from triton.runtime.errors import OutOfResources
+    from triton.testing import do_bench_cudagraph
+
+    from mirai.gpu.timing import timed_side_by_side
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    grid = configurations()
+    found = {}
+    for batch in batches:
+        args = inputs(batch, g)
+        first = {}
+        for config in grid:
+            try:
+                first[label(config)] = do_bench_cudagraph(fused(args, config), rep=20)
+            except OutOfResources:
+                continue
+        best = sorted(first, key=first.get)[:top]
+        chosen = {label(c): fused(args, c) for c in grid if label(c) in best}
+        chosen[label(config_for(batch)) + " (export)"] = fused(args)
+        timed = timed_side_by_side(chosen, rounds, graphs=True)
+        found[batch] = sorted(timed.items(), key=lambda item: item[1])
+        print(f"B={batch}: {len(first)} configurations ran", flush=True)
+        for name, ms in found[batch]:
+            print(f"    {name}: {ms:.4f} ms", flush=True)
+    return found
+
+
+def _flops(batch: int) -> int:
+    return 2 * E * batch * D * H
+
+
+def render_sweep(found: dict, versions: str) -> str:
+    lines = [
+        TITLE,
+        "",
+        f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Configuration sweep of "
+        f"the fused kernel (`--sweep`): {len(configurations())} configurations of block sizes, "
+        'warps, stages and where the epilogue loads gate and up ("early": before the GEMM), '
+        "timed once each as CUDA graphs (GPU time), then the five best and the export's own side "
+        "by side in rounds (medians).",
+        "",
+        *ranked_table(found, _flops),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render(rows: dict, versions: str) -> str:
+    peer = "cuBLAS + fused pointwise and sums (torch.compile)"
+    lines = [
+        TITLE,
+        "",
+        f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Milliseconds per call of "
+        "the down projection's input gradient, SiLU product's gradients and their row sums (the "
+        "start of pffn's backward), per call / GPU time alone (CUDA graphs); vs peer: the peer's "
+        "GPU time / this GPU time; TFLOP/s of the GEMM in GPU time; the largest relative error of "
+        "the four results against float64.",
+        "",
+        *candidates_table(rows, peer, _flops),
+    ]
+    lines.append("")
+    lines.append(
+        "The fused kernel runs the export's configuration for each batch "
+        f"({', '.join(f'{b}: {label(config_for(b))}' for b in rows)})."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    return kernel_bench(argv, sys.modules[__name__], default_batches="512,2000,8000")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The down projection's input gradient with the SiLU product's gradient in its epilogue, as one Triton
+kernel: the backward half of fusion `gate_up_down`.
+
+A gated feed-forward layer ends in a down projection, `y = (silu(gate) * up) @ w_down`. Its backward
+first computes `d_h = d_y @ w_down^T` (a GEMM), then the gradients of the product's two inputs,
+`d_gate = d_h * up * silu'(gate)` and `d_up = d_h * silu(gate)` (a pointwise kernel), and then sums
+both over the rows for the biases' gradients (a reduction). Inductor writes `d_h` to memory and reads
+it back, and reads `d_gate` and `d_up` again for the sums: at pffn's B = 8000 each is a 262 MB tensor.
+`silu_grad_kernel` keeps `d_h` in registers: each program computes one tile of it, reads the same
+tile of `gate` and `up`, writes the tiles of `d_gate` and `d_up`, and also their column sums over
+the tile's rows (one row of partial sums per row of tiles; the caller adds those up, in a
+fixed order, so the result does not depend on the programs' timing as atomics would make it).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from mirai.export.fusions.gate_up import size_hint
+
+# One configuration for every M: the fastest of 42 in a sweep on an H100 at B = 2000 and 8000, and
+# within 1% of the fastest at B = 512 (bench/bench_silu_grad.py --sweep). 64 x 64 tiles hold one
+# accumulator, and a tile of gate and of up in the epilogue, in 4 warps' registers.
+CONFIGS = ((None, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3}),)
+
+
+def config_for(m: int) -> dict:
+    """The kernel's configuration for M rows (see CONFIGS)."""
+    return next(dict(c) for bound, c in CONFIGS if bound is None or m <= bound)
+
+
+@triton.jit
+def silu_grad_kernel(
+    dy_ptr, w_ptr, gate_ptr, up_ptr, dg_ptr, du_ptr, sum_g_ptr, sum_u_ptr,
+    M, N, K,
+    sd_e, sd_m, sd_k,
+    sw_e, sw_n, sw_k,
+    sg_e, sg_m, sg_n,
+    so_e, so_m, so_n,
+    ss_e, ss_t, ss_n,
+    PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EARLY: tl.constexpr,
+):  # fmt: skip
+    """d_h = dy[e] @ w[e]^T (dy [E, M, K], w [E, N, K]); d_gate = d_h * up * silu'(gate), d_up = d_h *
+    silu(gate) ([E, M, N], gate and up of one set of strides, both outputs of another); and the
+    column sums of both over this tile's rows, into row m // BLOCK_M of sum_g and sum_u
+    [E, cdiv(M, BLOCK_M), N]. Tiles are numbered expert-major, then by rows of tiles. EARLY: load
+    the tiles of gate and up before the GEMM rather than after it."""
+    tile = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_e = tl.cdiv(M, BLOCK_M) * tiles_n
+    e = tile // tiles_e
+    tm = (tile % tiles_e) // tiles_n
+    m0 = tm * BLOCK_M
+    n0 = (tile % tiles_n) * BLOCK_N
+    rm = m0 + tl.arange(0, BLOCK_M)
+    rn = n0 + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    n_ok = rn < N
+    mask = (rm[:, None] < M) & n_ok[None, :]
+    saved = e * sg_e + rm[:, None] * sg_m + rn[None, :] * sg_n
+    if EARLY:  # the epilogue's operands first, their loads overlapping the GEMM's
+        gate = tl.load(gate_ptr + saved, mask=mask, other=0.0)
+        up = tl.load(up_ptr + saved, mask=mask, other=0.0)
+    dy = dy_ptr + e * sd_e + rm[:, None] * sd_m + rk[None, :] * sd_k
+    w = w_ptr + e * sw_e + rk[:, None] * sw_k + rn[None, :] * sw_n
+    dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + rk) < K
+        a = tl.load(dy, mask=(rm[:, None] < M) & k_ok[None, :], other=0.0)
+        b = tl.load(w, mask=k_ok[:, None] & (rn[None, :] < N), other=0.0)
+        dh = tl.dot(a, b, dh, input_precision=PRECISION)
+        dy += BLOCK_K * sd_k
+        w += BLOCK_K * sw_k
+    if not EARLY:
+        gate = tl.load(gate_ptr + saved, mask=mask, other=0.0)
+        up = tl.load(up_ptr + saved, mask=mask, other=0.0)
+    sig = tl.sigmoid(gate)
+    dg = dh * up * sig * (1 + gate * (1 - sig))
+    du = dh * gate * sig
+    out = e * so_e + rm[:, None] * so_m + rn[None, :] * so_n
+    tl.store(dg_ptr + out, dg, mask=mask)
+    tl.store(du_ptr + out, du, mask=mask)
+    sums = e * ss_e + tm * ss_t + rn * ss_n  # rows past M loaded zeros, so they add nothing
+    tl.store(sum_g_ptr + sums, tl.sum(dg, axis=0), mask=n_ok)
+    tl.store(sum_u_ptr + sums, tl.sum(du, axis=0), mask=n_ok)
+
+
+def launch(dy, w_down, gate, up, *, precision: str, config=None, run=None):
+    """Run silu_grad_kernel: dy [E, M, K], w_down [E, N, K] (the down projection's weight as
+    `h @ w_down` reads it: [E, N, K] here is its [E, K_h, D] with N = hidden, K = D), gate and up
+    [E, M, N] of the same strides. Returns (d_gate, d_up, sum_g, sum_u): the last two [E, N], the
+    column sums of the first two over M (the biases' gradients). `run` and `config` as in
+    mirai.export.fusions.gate_up.launch."""
+    import torch
+
+    e, m, k = dy.shape
+    n = w_down.shape[1]
+    if gate.stride() != up.stride():
+        raise ValueError("silu_grad: gate and up must have the same strides")
+    cfg = config_for(size_hint(m)) if config is None else dict(config)
+    blocks = {key: value for key, value in cfg.items() if key.startswith("BLOCK_")}
+    blocks["EARLY"] = bool(cfg.get("EARLY", False))
+    options = {key: value for key, value in cfg.items() if key in ("num_warps", "num_stages")}
+    d_gate = torch.empty((e, m, n), device=dy.device, dtype=torch.float32)
+    d_up = torch.empty_like(d_gate)
+    rows = triton.cdiv(m, blocks["BLOCK_M"])
+    part_g = torch.empty((e, rows, n), device=dy.device, dtype=torch.float32)
+    part_u = torch.empty_like(part_g)
+    grid = (e * rows * triton.cdiv(n, blocks["BLOCK_N"]),)
+    kernel = silu_grad_kernel if run is None else run(silu_grad_kernel)
+    kernel[grid](
+        dy, w_down, gate, up, d_gate, d_up, part_g, part_u, m, n, k,
+        *dy.stride(), *w_down.stride(), *gate.stride(), *d_gate.stride(), *part_g.stride(),
+        PRECISION=precision, **blocks, **options,
+    )  # fmt: skip
+    return d_gate, d_up, part_g.sum(1), part_u.sum(1)
