@@ -305,13 +305,23 @@ class _TorchStandIn:
 
 def _symbolic_fold(builtin, symbolic):
     """`max`/`min` for the wrapper: sympy's Max/Min where a size is symbolic (Inductor writes
-    `max(1, (63 + s0) // 64)` in strides), Python's own otherwise."""
+    `max(1, (63 + s0) // 64)` in strides), Python's own otherwise.
+
+    >>> fold = _symbolic_fold(max, sympy.Max)
+    >>> s0 = sympy.Symbol("s0", integer=True, positive=True)
+    >>> fold(1, (63 + s0) // 64)  # at least 1 already, for s0 >= 1
+    floor(s0/64 + 63/64)
+    >>> fold(n for n in (2, 7)), fold(3, 5)
+    (7, 5)
+    """
 
     def fold(*args, **kwargs):
-        items = args[0] if len(args) == 1 and not kwargs else args
-        if not kwargs and any(isinstance(a, sympy.Basic) for a in items):
+        if kwargs:  # key= or default=: sizes are never compared that way
+            return builtin(*args, **kwargs)
+        items = list(args[0]) if len(args) == 1 else list(args)  # an iterable is read once
+        if any(isinstance(a, sympy.Basic) for a in items):
             return symbolic(*items)
-        return builtin(*args, **kwargs)
+        return builtin(items)
 
     return fold
 
