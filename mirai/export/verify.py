@@ -136,7 +136,10 @@ def verify(
                     t = (torch.randn(t.shape, device=device, generator=g) * scale).to(dtype)
                 inputs.append(t)
             size = int(inputs[0].shape[0]) if inputs[0].dim() else 1
-            x64 = [t.double().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
+            x64 = [  # gradients where the op gives them (not for its no_grad parameters)
+                t.double().requires_grad_(name not in op.no_grad) if t.is_floating_point() else t
+                for name, t in zip(op.param_names, inputs)
+            ]
             ref_out = op.fn(*x64)
             ref_out = (ref_out,) if isinstance(ref_out, torch.Tensor) else tuple(ref_out)
             grad_outs = [

@@ -162,6 +162,9 @@ class _Job:
 def _capture_in_worker(
     traced, target: Target, precision: str, name: str, timeout: float, gemm: str, tuning
 ) -> Capture:
+    from mirai.export.capture import user_ops
+
+    own_ops = user_ops.sources(pickle.loads(traced.graph_module))
     with tempfile.TemporaryDirectory(prefix="mirai-capture-") as tmp:
         request = os.path.join(tmp, "request.pkl")
         result_path = os.path.join(tmp, "result.pkl")
@@ -174,6 +177,7 @@ def _capture_in_worker(
                     "name": name,
                     "gemm": gemm,
                     "tuning": tuning,
+                    "user_ops": own_ops,
                 },
                 f,
             )

@@ -21,7 +21,10 @@ def main(argv: list[str]) -> int:
 
         target = request["target"]  # a mirai.gpu.targets.Target
         gpuless.activate(target)
+        from mirai.export.capture import user_ops
         from mirai.export.capture.core import capture_graphs
+
+        user_ops.load(request.get("user_ops", ()))  # before the graph that calls them
 
         result = {
             "capture": capture_graphs(
