@@ -14,10 +14,9 @@ triton.testing.do_bench in rounds (results.timed_side_by_side), the forward and 
   every batch; "bucketed" (DIR/bucketed), one GPU-less dynamic build with a bucket at every
   batch (mirai.export.buckets); "inference" (DIR/inference), the forward alone as
   `mirai.build(..., inference=True)` makes it for serving, bucketed, with no residuals to write
-  (forward tables only, like the peers' forwards, which run under torch.no_grad); "fused" and
-  "fused inference" (DIR/fused, DIR/fused-inference), those two bucketed builds made with
-  `fuse=("gate_up",)`: the gate and up GEMMs, bias, SiLU and product in one Triton kernel
-  (mirai.export.fusions); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
+  (forward tables only, like the peers' forwards, which run under torch.no_grad);
+  "fused-NAMES" and "fused-NAMES-inference" (as check_pffn.py --prepare --fuse NAMES makes them),
+  those two bucketed builds made with the graph-level fusions NAMES (mirai.export.fusions); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
   `mirai tune` wrote on this GPU (`--tuned DIR`, from check_pffn.py --prepare DIR --tuning FILE),
   and "tuned bucketed" (DIR/bucketed), one dynamic build with a bucket at every batch; and any
   build given as `--extra NAME=DIR`;
@@ -77,8 +76,8 @@ def variants(batch: int, args) -> dict[str, Path]:
         folders["dynamic"] = args.gpuless / "dynamic"
         folders["bucketed"] = args.gpuless / "bucketed"
         folders["inference"] = args.gpuless / "inference"  # forward alone: no backward op
-        folders["fused"] = args.gpuless / "fused"  # bucketed, with mirai build --fuse gate_up
-        folders["fused inference"] = args.gpuless / "fused-inference"
+        for folder in fused_folders(args.gpuless):  # bucketed, with mirai build --fuse NAMES
+            folders[folder.name] = folder
     if args.tuned is not None:
         folders["tuned"] = args.tuned / f"B{batch}"
         folders["tuned dynamic"] = args.tuned / "dynamic"
@@ -87,6 +86,12 @@ def variants(batch: int, args) -> dict[str, Path]:
         name, _, folder = extra.partition("=")
         folders[name] = Path(folder)
     return {n: f for n, f in folders.items() if (f / "manifest.json").exists()}
+
+
+def fused_folders(gpuless: Path) -> list[Path]:
+    """The builds check_pffn.py --prepare --fuse NAMES made in `gpuless`: DIR/fused-NAMES (training)
+    and DIR/fused-NAMES-inference, each timed under its folder's name."""
+    return sorted(p for p in gpuless.glob("fused*") if (p / "manifest.json").exists())
 
 
 def autotune_table(args, batches) -> str:
@@ -204,8 +209,7 @@ def main(argv=None) -> int:
                 "dynamic",
                 "bucketed",
                 "inference",
-                "fused",
-                "fused inference",
+                *(f.name for f in (fused_folders(args.gpuless) if args.gpuless else ())),
                 "tuned",
                 "tuned dynamic",
                 "tuned bucketed",
@@ -294,9 +298,9 @@ def main(argv=None) -> int:
         "Triton template; tuned = built on a machine without a GPU from the tuning table `mirai "
         "tune` wrote on this GPU (tuned dynamic: one such dynamic build, whose choices are those "
         "of the table's entries at its sample batch; tuned bucketed: one dynamic build captured at "
-        "every batch of this table with the tuning table); fused / fused inference = the bucketed "
-        "and inference builds made with fuse=('gate_up',) (gate and up GEMMs, bias, SiLU and "
-        "product in one Triton kernel). Timing: "
+        "every batch of this table with the tuning table); fused-NAMES / fused-NAMES-inference = "
+        "the bucketed and inference builds made with those fusions (mirai build --fuse NAMES). "
+        "Timing: "
         f"every candidate of a batch in turn, {args.rounds} rounds, the median of its rounds "
         f"(triton do_bench medians). torch.compile: mode {args.peer_mode}, compiled afresh for each "
         "batch with dynamic=False (the static-shape peer a fixed production shape gets).\n\n"

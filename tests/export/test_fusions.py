@@ -64,6 +64,77 @@ def test_gate_up_down_takes_the_down_projection_into_a_training_operator():
     assert not any("bmm" in t for t in targets), targets  # all three projections are in it
 
 
+def test_gate_up_down_takes_the_down_bias_and_the_transpose_back_to_rows():
+    """pffn returns (bmm(...) + b_down).transpose(0, 1): the operator writes that itself
+    (mirai::bmm_rows inside), so the graph keeps only the input's transpose."""
+    _, targets = fused_calls(pffn, small(8), names=("gate_up_down",))
+    assert targets.count("transpose") == 1, targets
+    assert not any(t in ("add", "<built-in function add>") for t in targets), targets
+
+
+def test_bmm_rows_takes_pffns_down_projection_with_its_bias():
+    counts, targets = fused_calls(pffn, small(8), names=("bmm_rows",))
+    assert counts == {"bmm_rows": 1}
+    assert "mirai.bmm_rows.default" in targets
+    assert sum("bmm" in t for t in targets) == 3  # the gate and up GEMMs, and mirai.bmm_rows
+    assert targets.count("transpose") == 1, targets  # the input's; the output's is gone
+
+
+def test_bmm_rows_after_gate_up_takes_what_gate_up_leaves():
+    counts, targets = fused_calls(pffn, small(8), names=("gate_up", "bmm_rows"))
+    assert counts == {"gate_up": 1, "bmm_rows": 1}
+    assert {"mirai.gate_up_silu_train.default", "mirai.bmm_rows.default"} <= set(targets)
+
+
+@mirai.op(name="RowsCases")
+def rows_cases(x, w, b):
+    p = x.transpose(0, 1)  # [E, M, K] from the batch-first x [M, E, K]
+    plain = torch.transpose(torch.bmm(p, w), 1, 0)  # matched, no bias
+    biased = (b + p.bmm(w)).permute(1, 0, 2)  # matched: a [N] bias, on the left
+    shared = torch.bmm(p, w)
+    twice = shared.transpose(0, 1) * shared.sum()  # not: the GEMM's result has another use
+    scalar = (torch.bmm(p, w) + 1.0).transpose(0, 1)  # not: a number is no bias vector
+    return plain + biased + twice + scalar
+
+
+def rows_inputs(batch):
+    g = torch.Generator().manual_seed(batch)
+    return [
+        torch.randn(batch, 3, 8, generator=g),
+        torch.randn(3, 8, 5, generator=g),
+        torch.randn(5, generator=g),
+    ]
+
+
+def test_bmm_rows_spellings_and_refusals():
+    counts, targets = fused_calls(rows_cases, rows_inputs(4), names=("bmm_rows",))
+    assert counts == {"bmm_rows": 2}
+    assert targets.count("mirai.bmm_rows.default") == 2, targets
+
+
+def test_the_bmm_rows_operator_computes_and_differentiates_as_its_definition():
+    """Eager, in float64: the values, and gradcheck of the registered backward (which reads the
+    result's gradient as [E, M, N] strides) for a bias and for an addend."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(3, 5, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(3, 1, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    acc = torch.randn(4, 3, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    rows = torch.ops.mirai.bmm_rows
+    got = rows(a, b, bias, None)
+    assert got.shape == (4, 3, 2) and got.is_contiguous()
+    torch.testing.assert_close(got, (torch.bmm(a, b) + bias).transpose(0, 1))
+    torch.testing.assert_close(rows(a, b, None, acc), torch.bmm(a, b).transpose(0, 1) + acc)
+    assert torch.autograd.gradcheck(lambda a, b, c: rows(a, b, c, None), (a, b, bias))
+    assert torch.autograd.gradcheck(lambda a, b, c: rows(a, b, None, c), (a, b, acc))
+    with pytest.raises(ValueError, match="a bias or an addend, not both"):
+        rows(a, b, bias, acc)
+    with pytest.raises(ValueError, match=r"bias of shape \(3, 2\), not \(3, 1, 2\)"):
+        rows(a, b, bias[:, 0], None)
+    with pytest.raises(ValueError, match="shapes"):
+        rows(a, b.transpose(1, 2), None, None)
+
+
 def test_gate_up_down_leaves_an_inference_graph_as_gate_up_does():
     counts, targets = fused_calls(pffn.for_inference(), small(8), names=("gate_up_down",))
     assert counts == {"gate_up_down": 1}
@@ -176,7 +247,8 @@ def test_two_different_inputs_do_not_share_a_kernel():
 
 def test_an_unknown_fusion_is_refused_by_name(tmp_path):
     with pytest.raises(
-        MiraiError, match=r"unknown fusion nope; choose from gate_up_down, gate_up, gate_up_linear"
+        MiraiError,
+        match=r"unknown fusion nope; choose from gate_up_down, gate_up, bmm_rows, gate_up_linear",
     ):
         mirai.build(pffn, small(8), output_dir=tmp_path, fuse=("nope",), progress=False)
 
@@ -246,9 +318,71 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
     backward = next(op for op in manifest["ops"] if op.endswith("Bwd"))
     for variant in manifest["ops"][backward]["variants"]:
         assert sum(k.startswith("silu_grad_kernel") for k in variant["launches"]) == 1, variant
+    forward = next(op for op in manifest["ops"] if op.endswith("Fwd"))
+    for variant in manifest["ops"][forward]["variants"]:  # the down GEMM writes the result itself
+        assert variant["launches"][-1].startswith("gate_up_kernel"), variant
     rows = verify(pffn, small, tmp_path, batches=[3, 17, 400], device="cpu", runner=host)
     expected = ["output0"] + [f"grad {p}" for p in pffn.param_names]
     assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
+    assert all(r.ok for r in rows), table(rows)
+
+
+def variants(directory, suffix: str) -> dict:
+    """{bucket: variant} of the build's op whose name ends in `suffix` (its manifest entry)."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    op = next(o for o in manifest["ops"] if o.endswith(suffix))
+    return {v["sample"]: v for v in manifest["ops"][op]["variants"]}
+
+
+def launches(directory, suffix: str) -> dict:
+    """{bucket: kernel launches} of that op."""
+    return {b: v["launches"] for b, v in variants(directory, suffix).items()}
+
+
+def gemm_ops(directory, suffix: str) -> dict:
+    """{bucket: [(GEMM's op, its bias: none, vector or matrix)]} of that op, in order."""
+    return {
+        b: [(g["op"], g["bias"]) for g in v["gemms"]]
+        for b, v in variants(directory, suffix).items()
+    }
+
+
+def test_a_bmm_rows_build_computes_right_on_the_cpu(tmp_path, host):
+    """pffn with gate_up and bmm_rows, training, bucketed: the forward ends with the gate/up kernel
+    (the down GEMM writes [B, E, D] with its bias in the epilogue); in the backward the input's
+    gradient is two GEMMs writing the input's layout, the second adding the first's result as its
+    C matrix (no kernel adds and transposes them); output and every gradient match float64
+    PyTorch."""
+    mirai.build(
+        pffn, small(16), output_dir=tmp_path, dynamic=True, fuse=("gate_up", "bmm_rows"),
+        buckets=(16, 300), progress=False,
+    )  # fmt: skip
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["fused"] == {"gate_up": 1, "bmm_rows": 1}
+    for bucket, kernels in launches(tmp_path, "Fwd").items():
+        assert kernels[-1].startswith("gate_up_kernel"), (bucket, kernels)
+    for suffix, expected in {
+        "Fwd": [("bmm_rows", "vector")],
+        "Bwd": [("bmm_rows", "none"), ("bmm_rows", "matrix")],
+    }.items():
+        for bucket, gemms in gemm_ops(tmp_path, suffix).items():
+            assert [g for g in gemms if g[0] == "bmm_rows"] == expected, (suffix, bucket, gemms)
+    rows = verify(pffn, small, tmp_path, batches=[3, 17, 400], device="cpu", runner=host)
+    expected = ["output0"] + [f"grad {p}" for p in pffn.param_names]
+    assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
+    assert all(r.ok for r in rows), table(rows)
+
+
+def test_bmm_rows_spellings_compute_right_on_the_cpu(tmp_path, host):
+    """A bias broadcast from [N] (stride 0 between the experts' bias vectors), none, and the GEMMs
+    the fusion leaves alone, in one dynamic build (whose backward sums to one value: a reduction
+    kernel with xnumel = 1, which Triton takes as a constant and the wrapper still passes)."""
+    mirai.build(
+        rows_cases, rows_inputs(6), output_dir=tmp_path, dynamic=True, fuse=("bmm_rows",),
+        progress=False,
+    )  # fmt: skip
+    rows = verify(rows_cases, rows_inputs, tmp_path, batches=[2, 6, 29], device="cpu", runner=host)
+    assert {r.name for r in rows} == {"output0", "grad x", "grad w", "grad b"}, table(rows)
     assert all(r.ok for r in rows), table(rows)
 
 

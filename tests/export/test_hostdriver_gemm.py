@@ -30,7 +30,7 @@ DATA_TYPE = {torch.float32: 0, torch.float16: 2, torch.bfloat16: 14}
 COMPUTE_32F, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 77, 70
 # cublasLtMatmulDescAttributes_t
 DESC_POINTER_MODE, DESC_TRANSA, DESC_TRANSB = 2, 3, 4
-DESC_EPILOGUE, DESC_BIAS_POINTER, DESC_BIAS_DATA_TYPE = 7, 8, 26
+DESC_EPILOGUE, DESC_BIAS_POINTER, DESC_BIAS_BATCH_STRIDE, DESC_BIAS_DATA_TYPE = 7, 8, 10, 26
 OP_N, OP_T = 0, 1
 EPILOGUE_RELU, EPILOGUE_BIAS = 2, 4
 POINTER_MODE_DEVICE = 1
@@ -278,8 +278,8 @@ def reference(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, bia
         expected = expected + beta * c.view.double().cpu()
         magnitude = magnitude + abs(beta) * c.view.double().cpu().abs()
     if bias is not None:
-        expected = expected + bias.double().cpu()[:, None]
-        magnitude = magnitude + bias.double().cpu().abs()[:, None]
+        expected = expected + bias.double().cpu()[..., :, None]  # [m] or, batched, [batch, m]
+        magnitude = magnitude + bias.double().cpu().abs()[..., :, None]
     return expected, magnitude
 
 
@@ -391,6 +391,22 @@ def test_bias_epilogue(lib, dtype, out_dtype, bias_dtype):
     assert_close(d, expected, magnitude, k)
     without, _ = reference(a, b, c, beta=0.5)
     assert not torch.allclose(d.view.double().cpu(), without, atol=1e-2)  # the bias was added
+
+
+def test_bias_epilogue_with_a_bias_per_batch(lib):
+    """A batched matmul whose batches add bias vectors `stride` elements apart (a bias per expert,
+    as mirai::bmm_rows adds it to a result stored with the batch inside its rows)."""
+    m, n, k, batch, stride = 5, 4, 6, 3, 7
+    a, b = matrix(m, k, batch=batch), matrix(k, n, batch=batch)
+    c = matrix(m, n, batch=batch)
+    d = matrix(m, n, ld=m * batch, batch=batch, stride=m)  # batch inside the rows of one matrix
+    bias = torch.randn(batch, stride).to(DEVICE)
+    with Gemm(lib, a, b, c, d) as gemm:
+        gemm.bias(bias)
+        gemm.set_desc(DESC_BIAS_BATCH_STRIDE, ctypes.c_int64, stride)
+        assert gemm.matmul() == SUCCESS
+    expected, magnitude = reference(a, b, c, bias=bias[:, :m])
+    assert_close(d, expected, magnitude, k)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -126,11 +126,31 @@ def prepare(out: Path, batches, precision: str, tuning: Path | None = None, fuse
         build("bucketed", batches[-1], dynamic=True, buckets=buckets)
     # the forward alone, for serving (bucketed like the one above): no residuals to write
     build("inference", batches[-1], dynamic=True, buckets=buckets, inference=True)
-    if fuse:  # the same two dynamic builds with graph-level fusions (mirai.export.fusions)
-        build("fused", batches[-1], dynamic=True, buckets=buckets, fuse=fuse)
+    for (
+        names
+    ) in fuse:  # the same two dynamic builds with graph-level fusions (mirai.export.fusions)
+        folder = fused_folder(names)
+        build(folder, batches[-1], dynamic=True, buckets=buckets, fuse=names)
         build(
-            "fused-inference", batches[-1], dynamic=True, buckets=buckets, inference=True, fuse=fuse
+            f"{folder}-inference",
+            batches[-1],
+            dynamic=True,
+            buckets=buckets,
+            inference=True,
+            fuse=names,
         )
+
+
+def fused_folder(names) -> str:
+    """The folder of the training build with fusions `names`: fused-gate_up+bmm_rows, ..."""
+    return "fused-" + "+".join(names)
+
+
+def dynamic_kinds(gpuless: Path) -> list[str]:
+    """The dynamic GPU-less builds in `gpuless` to check at every batch: the unfused ones, then each
+    fused one (--prepare --fuse)."""
+    fused = sorted(p.name for p in gpuless.glob("fused*") if (p / "manifest.json").exists())
+    return ["dynamic", "bucketed", "inference", *fused]
 
 
 def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
@@ -193,9 +213,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--fuse",
-        default="",
-        help="with --prepare: also make DIR/fused and DIR/fused-inference with these fusions "
-        "(a comma list, e.g. gate_up)",
+        action="append",
+        default=[],
+        help="with --prepare: also make a training and an inference build with these fusions "
+        "(a comma list, e.g. gate_up,bmm_rows: DIR/fused-gate_up+bmm_rows and "
+        "DIR/fused-gate_up+bmm_rows-inference); repeatable",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-gpu-check"))
     parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
@@ -204,7 +226,7 @@ def main(argv=None) -> int:
     if args.tuning and not args.prepare:
         parser.error("--tuning is for --prepare (GPU-less builds); builds on a GPU measure")
     if args.prepare:
-        fuse = tuple(n for n in args.fuse.split(",") if n)
+        fuse = tuple(tuple(n for n in names.split(",") if n) for names in args.fuse)
         prepare(args.prepare, batches, args.precision, args.tuning, fuse)
         return 0
 
@@ -257,9 +279,9 @@ def main(argv=None) -> int:
                 }
             )
             print(table(rows[-1:]), flush=True)
-        for kind in ("dynamic", "bucketed", "inference", "fused", "fused-inference"):
-            folder = args.gpuless / kind if args.gpuless else None
-            if folder and folder.exists():
+        for kind in dynamic_kinds(args.gpuless) if args.gpuless else ():
+            folder = args.gpuless / kind
+            if folder.exists():
                 rows.append(
                     {
                         "build": f"gpuless {kind}",

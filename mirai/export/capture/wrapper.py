@@ -5,7 +5,8 @@ Instead of parsing that code, `interpret` executes it with every runtime helper 
 tensors are symbolic (a storage name, sympy sizes/strides/offset), sizes of dynamic dimensions are sympy
 symbols, allocations become Buffers, each `kernel.run(...)` becomes a Launch with its grid worked out
 from the kernel's chosen configuration, and each extern matmul (`extern_kernels.mm/bmm/addmm`, which
-Inductor leaves to cuBLAS) becomes a Gemm that the generated code runs through cuBLASLt. Anything else
+Inductor leaves to cuBLAS, and `torch.ops.mirai.bmm_rows`, a GEMM writing its result with the batch
+inside the rows) becomes a Gemm that the generated code runs through cuBLASLt. Anything else
 the export face cannot reproduce (another extern kernel, an aten fallback, a CPU buffer, a tensor
 method) raises UnsupportedError naming it.
 
@@ -153,6 +154,42 @@ class _ExternKernels:
     def __getattr__(self, name):
         return getattr(_Unsupported("extern_kernels"), name)
 
+    def bmm_rows(self, a, b, bias=None, acc=None):
+        """`mirai::bmm_rows` (mirai.export.fusions.ops): a new [M, E, N] buffer that one GEMM
+        writes as [E, M, N] with the batch inside the rows, the bias ([E, 1, N], broadcast over
+        the rows) or the addend (an [M, E, N] tensor, seen the same way) as its C operand."""
+        if not all(isinstance(t, SymTensor) for t in (a, b)):
+            raise CaptureError("mirai::bmm_rows: an operand is not a tensor of the graph")
+        (e, m, _), n = a.sizes, b.sizes[2]
+        out = self._recorder.empty_strided((m, e, n), (e * n, n, 1), a.dtype)
+        view = SymTensor(out.base, out.dtype, (e, m, n), (n, e * n, 1), out.offset)
+        c = None
+        if bias is not None:
+            c = SymTensor(
+                bias.base, bias.dtype, (e, m, n), (bias.strides[0], 0, bias.strides[2]), bias.offset
+            )
+        elif acc is not None:
+            c = SymTensor(
+                acc.base,
+                acc.dtype,
+                (e, m, n),
+                (acc.strides[1], acc.strides[0], acc.strides[2]),
+                acc.offset,
+            )
+        self._gemm("bmm_rows", a, b, view, c)
+        return out
+
+
+class _Operators:
+    """`torch.ops` as the wrapper sees it: `torch.ops.mirai.bmm_rows.default`, which Inductor calls
+    as it is, becomes a GEMM; any other operator is unsupported."""
+
+    def __init__(self, externs: _ExternKernels):
+        self.mirai = types.SimpleNamespace(bmm_rows=types.SimpleNamespace(default=externs.bmm_rows))
+
+    def __getattr__(self, name):
+        return _Unsupported(f"torch.ops.{name}")
+
 
 class _Recorder:
     def __init__(self, name: str, choose_config, gpu_globals: dict):
@@ -240,12 +277,13 @@ class _KernelHandle:
         tuner = self.autotuner
         signature = tuner.triton_meta["signature"]
         runtime = [k for k, v in signature.items() if v != "constexpr"]
-        # A user-defined kernel (a triton_op's, mirai.export.fusions) is passed every argument but
-        # its declared constexprs, including those Triton specialized to constants (a stride of 1).
-        # torch 2.13 lists the declared ones in inductor_meta; torch 2.11 does not, so they are
-        # read from the kernel's parameters.
+        # The wrapper passes a kernel every argument but its declared constexprs, including those
+        # specialized to constants: a stride of 1 in a user-defined kernel (a triton_op's,
+        # mirai.export.fusions), xnumel = 1 in an Inductor reduction to one value. torch 2.13
+        # lists a user-defined kernel's declared ones in inductor_meta; otherwise they are read
+        # from the kernel's parameters.
         declared = tuner.inductor_meta.get("declared_constexpr_names")
-        if declared is None and getattr(tuner, "custom_kernel", False):
+        if declared is None:
             declared = [p.name for p in tuner.fn.params if p.is_constexpr]
         passed = runtime if declared is None else [k for k in signature if k not in declared]
         extras = list(tuner.inductor_meta.get("extra_launcher_args", []))
@@ -292,12 +330,12 @@ def _kernel_arg(kernel: str, name: str, ctype: str, value) -> KernelArg:
 class _TorchStandIn:
     """`torch` as the wrapper sees it: dtypes as usual, device guards as no-ops."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, externs: _ExternKernels):
         self._torch = torch
         self.cuda = types.SimpleNamespace(
             _DeviceGuard=lambda index: contextlib.nullcontext(), set_device=lambda index: None
         )
-        self.ops = _Unsupported("torch.ops")
+        self.ops = _Operators(externs)
 
     def __getattr__(self, name):
         return getattr(self._torch, name)
@@ -347,8 +385,9 @@ def interpret(
     finally:
         async_compile_module.AsyncCompile = original
 
+    externs = _ExternKernels(recorder)
     namespace.update(
-        torch=_TorchStandIn(torch),
+        torch=_TorchStandIn(torch, externs),
         empty_strided_cuda=recorder.empty_strided,
         empty_strided_cpu=recorder.empty_strided_cpu,
         empty_strided_cpu_pinned=recorder.empty_strided_cpu,
@@ -358,7 +397,7 @@ def interpret(
         assert_alignment=recorder.assert_size_stride,
         copy_if_misaligned=recorder.copy_if_misaligned,
         get_raw_stream=lambda index: 0,
-        extern_kernels=_ExternKernels(recorder),
+        extern_kernels=externs,
         aten=_Unsupported("aten"),
         alloc_from_pool=_Unsupported("alloc_from_pool"),
         start_graph=lambda *a, **k: None,

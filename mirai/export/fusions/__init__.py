@@ -1,9 +1,10 @@
 """Graph-level fusions: rewrites of the traced graph, before Inductor, into operators of our own kernels.
 
 Inductor fuses pointwise work into its kernels but leaves every GEMM alone. A fusion here replaces a
-pattern around GEMMs with one `torch.library.triton_op` whose Triton kernel Inductor then emits like any
-other; the capture and the launch code need nothing new. FUSIONS names them; a build picks them by name
-(`mirai build --fuse NAME`), and `apply` runs the picked ones over a graph.
+pattern around GEMMs with one `torch.library.triton_op` whose Triton kernel Inductor then emits like
+any other, or with `mirai::bmm_rows`, a GEMM the capture records as one cuBLASLt call. FUSIONS names
+them; a build picks them by name (`mirai build --fuse NAME`), and `apply` runs the picked ones over a
+graph.
 
 By default (`default`) an inference build applies the fusions measured faster than what they replace
 (`Fusion.default`) and a training build none: on the H200 the fused gate/up kernel made pffn's
@@ -16,7 +17,12 @@ there the down GEMM's input gradient, SiLU's gradient and the biases' sums run a
 training builds are checked on the GPU (tests/gpu/results/check_pffn_gate_up_down.md), the kernel
 measured 1.06x-1.09x torch.compile's code for that part at B = 512 to 8000 in its first
 configuration (bench/RESULTS-silu-grad.md); the whole training op has been timed only in a
-defective build (bench/RESULTS-pffn.md), so it too is applied only when named.
+defective build (bench/RESULTS-pffn.md), so it too is applied only when named; it also takes the
+down projection's bias and the transpose back to [M, E, D] when they follow. `bmm_rows` writes
+such a transposed GEMM result ([E, M, N] -> [M, E, N], pffn's output) from the GEMM itself, the bias
+in cuBLASLt's epilogue, instead of a kernel after it; unmeasured on a GPU, it too is applied only
+when named. The gate/up operators' backward writes the input's gradient the same way where the
+input is such a transposed view (two GEMMs, the second adding the first's result).
 """
 
 from __future__ import annotations
@@ -44,6 +50,12 @@ def _gate_up(kinds, down: bool = False):
     return rewrite
 
 
+def _rows(gm, example_inputs) -> int:
+    from mirai.export.fusions.rows import rewrite
+
+    return rewrite(gm, example_inputs)
+
+
 FUSIONS = {  # in the order `apply` runs them: one that takes in another's pattern goes first
     f.name: f
     for f in (
@@ -61,6 +73,14 @@ FUSIONS = {  # in the order `apply` runs them: one that takes in another's patte
             "silu(x @ w_gate + b_gate) * (x @ w_up + b_up) over float32 [E, M, K] x [E, K, N] "
             "(per expert) as one Triton kernel (both GEMMs, bias, SiLU and product)",
             default=True,
+        ),
+        Fusion(
+            "bmm_rows",
+            _rows,
+            "(torch.bmm(p, w) + bias).transpose(0, 1) over float32 [E, M, K] x [E, K, N] as one "
+            "cuBLASLt GEMM writing the [M, E, N] result directly, the bias in its epilogue (no "
+            "kernel transposes it afterwards)",
+            default=False,
         ),
         Fusion(
             "gate_up_linear",

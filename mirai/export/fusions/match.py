@@ -211,31 +211,52 @@ def _down(mul, gate: Branch):
     return user, weight
 
 
+def propagate(gm, example_inputs) -> None:
+    """Give every node of `gm` its value's shape and strides (node.meta["val"]) for the graph's
+    example inputs, by fake-tensor propagation."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    fake_mode = next((t.fake_mode for t in example_inputs if hasattr(t, "fake_mode")), None)
+    FakeTensorProp(gm, mode=fake_mode).propagate(*example_inputs)
+
+
 def rewrite(gm, example_inputs, kinds, down: bool = False) -> int:
     """Replace every match in `gm` whose projections are of one of `kinds` (in place); return how
     many. With `down`, a training match of kind "bmm" whose product feeds a down projection alone
     takes that GEMM in too (`mirai::gate_up_down_train`: its backward computes the down GEMM's
-    input gradient with SiLU's gradient in the epilogue, mirai.export.fusions.silu_grad)."""
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
+    input gradient with SiLU's gradient in the epilogue, mirai.export.fusions.silu_grad), and,
+    where the projection's result is transposed back to rows as fusion bmm_rows finds it, its bias
+    and that transpose (the operator's result is then [M, E, D], written by one GEMM)."""
     import mirai.export.fusions.ops  # noqa: F401  (registers the operators)
+    from mirai.export.fusions.rows import bias_as_rows, find_after
 
-    fake_mode = next((t.fake_mode for t in example_inputs if hasattr(t, "fake_mode")), None)
-    FakeTensorProp(gm, mode=fake_mode).propagate(*example_inputs)
+    def _rows_after(node, weight):  # the down GEMM transposed back to rows, as bmm_rows finds it
+        w = _value(weight)
+        return find_after(node, w.shape[0], w.shape[2])
+
+    propagate(gm, example_inputs)
     matches = find(gm.graph, kinds)
     flows = _grad_flow(gm.graph, example_inputs) if torch.is_grad_enabled() else set()
     for mul, gate, up, silu in matches:
         args = (gate.x, gate.weight, gate.bias, up.weight, up.bias)
         train = any(a in flows for a in args)
         projection = _down(mul, gate) if down and train else None
-        with gm.graph.inserting_before(mul if projection is None else projection[0]):
+        rows = None if projection is None else _rows_after(*projection)
+        # where the operator takes the down bias too, that may be computed after the GEMM
+        place = mul if projection is None else projection[0] if rows is None else rows[0]
+        with gm.graph.inserting_before(place):
             operands = args if gate.kind == "bmm" else _as_one_expert(gm.graph, gate, up)
             if projection is not None:
                 op = torch.ops.mirai.gate_up_down_train.default
-                call = gm.graph.call_function(op, (*operands, projection[1]))
+                bias = None if rows is None else bias_as_rows(gm.graph, rows[1], projection[1])
+                call = gm.graph.call_function(
+                    op, (*operands, projection[1], bias, rows is not None)
+                )
                 result = gm.graph.call_function(operator.getitem, (call, 0))
-                projection[0].replace_all_uses_with(result)
-                gm.graph.erase_node(projection[0])
+                last = projection[0] if rows is None else rows[0]
+                last.replace_all_uses_with(result)
+                for node in (last,) if rows is None else (rows[0], *rows[2], projection[0]):
+                    gm.graph.erase_node(node)
             elif train:
                 call = gm.graph.call_function(torch.ops.mirai.gate_up_silu_train.default, operands)
                 product = gm.graph.call_function(operator.getitem, (call, 0))

@@ -6,11 +6,18 @@ kernel, which the capture records like any other. Registered on import (once per
 - `mirai::gate_up_silu(x, w_gate, b_gate, w_up, b_up)` -> silu(x @ w_gate + b_gate) * (x @ w_up + b_up);
 - `mirai::gate_up_silu_train(...)` -> (that product, the gate sum, the up sum), differentiable: its
   backward is written in PyTorch operators (two pointwise products, four GEMMs, two bias sums);
-- `mirai::gate_up_down_train(x, w_gate, b_gate, w_up, b_up, w_down)` -> (that product @ w_down, the
-  product, the gate sum, the up sum), differentiable: where only its first result is used (the
-  rewrite's case), its backward starts with `mirai::silu_grad`;
+- `mirai::gate_up_down_train(x, w_gate, b_gate, w_up, b_up, w_down, b_down, rows)` -> (that product
+  @ w_down, the product, the gate sum, the up sum), differentiable: where only its first result is
+  used (the rewrite's case), its backward starts with `mirai::silu_grad`; with `rows`, the first
+  result comes with b_down added, as [M, E, D] (`mirai::bmm_rows`);
 - `mirai::silu_grad(d_y, w_down, gate, up)` -> (d_gate, d_up, their sums over rows): d_y @ w_down^T
-  with SiLU's gradient in the epilogue (mirai.export.fusions.silu_grad).
+  with SiLU's gradient in the epilogue (mirai.export.fusions.silu_grad);
+- `mirai::bmm_rows(a, b, bias, acc)` -> (a @ b + bias).transpose(0, 1) + acc, stored [M, E, N]: a
+  batched GEMM whose result comes out with the batch inside the rows, as a layer over [M, E, K]
+  inputs returns it. Not a Triton kernel: a plain operator that Inductor leaves to its own
+  implementation, and that the capture records as one cuBLASLt GEMM writing those strides, with
+  cuBLASLt's bias epilogue or `acc` as its C matrix (mirai.export.capture.wrapper), so no kernel
+  transposes the result or adds the bias after it.
 
 Weights are made K-major in the call (mirai.export.fusions.gate_up.k_major), except in an inference graph
 whose sample has few rows (SMALL_M there); the kernel's configuration also follows the rows
@@ -25,7 +32,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch.library import triton_op, wrap_triton
+from torch.library import custom_op, triton_op, wrap_triton
 
 from mirai.export.fusions.gate_up import SMALL_M, k_major, launch, size_hint
 from mirai.export.fusions.silu_grad import launch as silu_grad_launch
@@ -98,7 +105,10 @@ def _through_projections(ctx, dg, du, sums=None):
     x, w_gate, w_up = ctx.saved_tensors[:3]
     need = ctx.needs_input_grad
     dx = dwg = dbg = dwu = dbu = None
-    if need[0]:
+    if need[0] and rows_major(x):  # in x's own layout, the second GEMM adding to the first's result
+        first = torch.ops.mirai.bmm_rows(dg, w_gate.transpose(1, 2), None, None)
+        dx = torch.ops.mirai.bmm_rows(du, w_up.transpose(1, 2), None, first).transpose(0, 1)
+    elif need[0]:
         dx = torch.bmm(dg, w_gate.transpose(1, 2)) + torch.bmm(du, w_up.transpose(1, 2))
     if need[1]:
         dwg = _weight_grad(x, dg, w_gate)
@@ -137,19 +147,26 @@ def gate_up_down_train(
     w_up: Tensor,
     b_up: Optional[Tensor],
     w_down: Tensor,
+    b_down: Optional[Tensor],
+    rows: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The down projection's result is `product @ w_down` [E, M, D]; with `rows`, that plus
+    `b_down` [E, 1, D] stored as [M, E, D] (`mirai::bmm_rows`)."""
     out, gate, up = _run(x, w_gate, b_gate, w_up, b_up, residuals=True)
+    if rows:
+        return torch.ops.mirai.bmm_rows(out, w_down, b_down, None), out, gate, up
     return torch.bmm(out, w_down), out, gate, up
 
 
 def _setup_context_down(ctx, inputs, output):
-    x, w_gate, b_gate, w_up, b_up, w_down = inputs
+    x, w_gate, b_gate, w_up, b_up, w_down, b_down, rows = inputs
     _, out, gate, up = output
     ctx.save_for_backward(x, w_gate, w_up, gate, up, w_down, out)
     ctx.bias_shapes = (
         None if b_gate is None else b_gate.shape,
         None if b_up is None else b_up.shape,
     )
+    ctx.rows = rows
     ctx.set_materialize_grads(False)
 
 
@@ -157,6 +174,8 @@ def _backward_down(ctx, d_y, d_out, d_gate, d_up):
     gate, up, w_down, out = ctx.saved_tensors[3:]
     if d_y is None:  # nothing reached the result: only the other outputs' gradients count
         d_y = out.new_zeros(*out.shape[:2], w_down.shape[2])
+    elif ctx.rows:  # [M, E, D] as [E, M, D], read in place
+        d_y = d_y.transpose(0, 1)
     if d_out is None and d_gate is None and d_up is None:  # the rewrite's case: y alone is used
         dg, du, sum_g, sum_u = torch.ops.mirai.silu_grad(d_y, w_down, gate, up)
         grads = _through_projections(ctx, dg, du, (sum_g, sum_u))
@@ -164,8 +183,68 @@ def _backward_down(ctx, d_y, d_out, d_gate, d_up):
         d_h = _added(torch.bmm(d_y, w_down.transpose(1, 2)), d_out)
         dg, du = _silu_mul_grad(d_h, gate, up)
         grads = _through_projections(ctx, _added(dg, d_gate), _added(du, d_up))
-    d_w_down = torch.bmm(out.transpose(1, 2), d_y) if ctx.needs_input_grad[5] else None
-    return (*grads, d_w_down)
+    need = ctx.needs_input_grad
+    d_w_down = torch.bmm(out.transpose(1, 2), d_y) if need[5] else None
+    d_b_down = d_y.sum(1, keepdim=True) if need[6] else None
+    return (*grads, d_w_down, d_b_down, None)
 
 
 gate_up_down_train.register_autograd(_backward_down, setup_context=_setup_context_down)
+
+
+@custom_op("mirai::bmm_rows", mutates_args=())
+def bmm_rows(a: Tensor, b: Tensor, bias: Optional[Tensor], acc: Optional[Tensor]) -> Tensor:
+    """a [E, M, K] @ b [E, K, N] (+ bias [E, 1, N]) as [M, E, N] (+ acc [M, E, N]); bias and acc
+    are not both given (one GEMM takes one of them)."""
+    _check_rows(a, b, bias, acc)
+    product = torch.bmm(a, b) if bias is None else torch.baddbmm(bias, a, b)
+    out = torch.empty(a.shape[1], a.shape[0], b.shape[2], dtype=a.dtype, device=a.device)
+    out.transpose(0, 1).copy_(product)
+    return out if acc is None else out.add_(acc)
+
+
+@bmm_rows.register_fake
+def _bmm_rows_fake(a, b, bias, acc):
+    _check_rows(a, b, bias, acc)
+    return a.new_empty(a.shape[1], a.shape[0], b.shape[2])
+
+
+def _check_rows(a, b, bias, acc) -> None:
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise ValueError(f"mirai::bmm_rows: shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    e, m, n = a.shape[0], a.shape[1], b.shape[2]
+    if bias is not None and acc is not None:
+        raise ValueError("mirai::bmm_rows takes a bias or an addend, not both")
+    if bias is not None and tuple(bias.shape) != (e, 1, n):
+        raise ValueError(f"mirai::bmm_rows: bias of shape {tuple(bias.shape)}, not {(e, 1, n)}")
+    if acc is not None and tuple(acc.shape) != (m, e, n):
+        raise ValueError(f"mirai::bmm_rows: addend of shape {tuple(acc.shape)}, not {(m, e, n)}")
+
+
+def _setup_context_rows(ctx, inputs, output):
+    a, b, _, _ = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _backward_rows(ctx, d_out):
+    a, b = ctx.saved_tensors
+    g = d_out.transpose(0, 1)  # [E, M, N], read in place: cuBLASLt takes its row stride
+    need = ctx.needs_input_grad
+    d_a = torch.bmm(g, b.transpose(1, 2)) if need[0] else None
+    d_b = torch.bmm(a.transpose(1, 2), g) if need[1] else None
+    d_bias = g.sum(1, keepdim=True) if need[2] else None
+    return d_a, d_b, d_bias, d_out if need[3] else None
+
+
+bmm_rows.register_autograd(_backward_rows, setup_context=_setup_context_rows)
+
+
+def rows_major(x: Tensor) -> bool:
+    """Whether x [E, M, K] is a transposed view of an [M, E, K] tensor (E > 1): its gradient is
+    then best written as bmm_rows writes it, in that tensor's layout."""
+    if x.dim() != 3 or x.shape[0] == 1:
+        return False
+    strides = x.stride()
+    if not all(isinstance(s, int) for s in strides):  # a symbolic stride: a [E, M, K] tensor's
+        return False
+    return strides[2] == 1 and strides[0] < strides[1]

@@ -67,6 +67,7 @@ constexpr int kDescTransA = 3;
 constexpr int kDescTransB = 4;
 constexpr int kDescEpilogue = 7;
 constexpr int kDescBiasPointer = 8;
+constexpr int kDescBiasBatchStride = 10;
 constexpr int kDescBiasDataType = 26;
 // cublasLtMatrixLayoutAttribute_t
 constexpr int kLayoutType = 0;
@@ -105,6 +106,7 @@ struct MatmulDesc {
   int32_t trans_b = kOpN;
   uint32_t epilogue = kEpilogueDefault;
   const void* bias = nullptr;
+  int64_t bias_batch_stride = 0;  // in elements, between the bias vectors of consecutive batches
   int32_t bias_type = kUnsetType;
 };
 
@@ -253,6 +255,7 @@ struct Problem {
   bool trans_a = false;
   bool trans_b = false;
   bool bias = false;
+  int64_t bias_batch_stride = 0;
   int32_t bias_type = kUnsetType;
 };
 
@@ -314,6 +317,7 @@ Status CheckProblem(const MatmulDesc* desc, const Layout* a, const Layout* b, co
     // In D's type only: cuBLASLt refuses an fp32 bias for a 16-bit D and a 16-bit one for fp32.
     problem->bias_type = desc->bias_type == kUnsetType ? cd : desc->bias_type;
     if (problem->bias_type != cd) return kInvalidValue;
+    problem->bias_batch_stride = desc->bias_batch_stride;
   }
   return kSuccess;
 }
@@ -367,7 +371,9 @@ void Run(const Problem& problem, float alpha, float beta, const void* bias, cons
         if (c_base != nullptr) {
           value += beta * Load(c_type, c_base, static_cast<int64_t>(i + j * c_layout->ld));
         }
-        if (problem.bias) value += Load(problem.bias_type, bias, static_cast<int64_t>(i));
+        if (problem.bias) {
+          value += Load(problem.bias_type, bias, batch * problem.bias_batch_stride + static_cast<int64_t>(i));
+        }
         out[i + j * m] = value;
       }
     }
@@ -447,6 +453,7 @@ Status cublasLtMatmulDescSetAttribute(MatmulDesc* desc, int attr, const void* bu
     case kDescTransB: return Read(buf, size, &desc->trans_b);
     case kDescEpilogue: return Read(buf, size, &desc->epilogue);
     case kDescBiasPointer: return Read(buf, size, &desc->bias);
+    case kDescBiasBatchStride: return Read(buf, size, &desc->bias_batch_stride);
     case kDescBiasDataType: return Read(buf, size, &desc->bias_type);
     default: return kNotSupported;  // real attributes this stand-in does not implement included
   }
