@@ -285,7 +285,7 @@ class _KernelHandle:
         declared = tuner.inductor_meta.get("declared_constexpr_names")
         if declared is None:
             declared = [p.name for p in tuner.fn.params if p.is_constexpr]
-        passed = runtime if declared is None else [k for k in signature if k not in declared]
+        passed = [k for k in signature if k not in declared]
         extras = list(tuner.inductor_meta.get("extra_launcher_args", []))
         if len(args) != len(passed) + len(extras):
             raise CaptureError(

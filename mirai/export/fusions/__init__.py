@@ -19,11 +19,12 @@ measured 1.06x-1.09x torch.compile's code for that part at B = 512 to 8000 in it
 configuration (bench/RESULTS-silu-grad.md); the whole training op has been timed only in a
 defective build (bench/RESULTS-pffn.md), so it too is applied only when named; it also takes the
 down projection's bias and the transpose back to [M, E, D] when they follow. `bmm_rows` writes
-such a transposed GEMM result ([E, M, N] -> [M, E, N], pffn's output) from the GEMM itself, the bias
-in cuBLASLt's epilogue, instead of a kernel after it; on an H100 it sped up gate_up's inference
-forward 1.06x-1.07x from B = 512 to 8000 but slowed an unfused training forward (bench/RESULTS-pffn.md),
-so it too is applied only when named. The gate/up operators' backward writes the input's gradient the same way where the
-input is such a transposed view (two GEMMs, the second adding the first's result).
+such a transposed GEMM result ([E, M, N] -> [M, E, N], pffn's output) from the GEMM itself, the
+bias in cuBLASLt's epilogue, instead of a kernel after it; on an H100 it sped up gate_up's
+inference forward 1.06x-1.07x from B = 512 to 8000 but slowed an unfused training forward
+(bench/RESULTS-pffn.md), so it too is applied only when named. The gate/up operators' backward
+writes the input's gradient the same way where the input is such a transposed view (two GEMMs,
+the second adding the first's result).
 """
 
 from __future__ import annotations
