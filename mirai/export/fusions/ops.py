@@ -192,7 +192,10 @@ def _backward_down(ctx, d_y, d_out, d_gate, d_up):
 gate_up_down_train.register_autograd(_backward_down, setup_context=_setup_context_down)
 
 
-@custom_op("mirai::bmm_rows", mutates_args=())
+# flexible_layout: the operator takes its operands in any layout (eager torch.bmm does; the capture
+# reads their strides), so Inductor passes the buffer a kernel wrote. Under torch's default for
+# custom operators (exact strides) it copied an operand not yet written, in the producing kernel.
+@custom_op("mirai::bmm_rows", mutates_args=(), tags=(torch.Tag.flexible_layout,))
 def bmm_rows(a: Tensor, b: Tensor, bias: Optional[Tensor], acc: Optional[Tensor]) -> Tensor:
     """a [E, M, K] @ b [E, K, N] (+ bias [E, 1, N]) as [M, E, N] (+ acc [M, E, N]); bias and acc
     are not both given (one GEMM takes one of them)."""
