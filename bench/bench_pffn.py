@@ -15,8 +15,10 @@ triton.testing.do_bench in rounds (results.timed_side_by_side), the forward and 
   batch (mirai.export.buckets); "inference" (DIR/inference), the forward alone as
   `mirai.build(..., inference=True)` makes it for serving, bucketed, with no residuals to write
   (forward tables only, like the peers' forwards, which run under torch.no_grad);
+  these builds take the default fusions of their kind (mirai.export.fusions.default);
   "fused-NAMES" and "fused-NAMES-inference" (as check_pffn.py --prepare --fuse NAMES makes them),
-  those two bucketed builds made with the graph-level fusions NAMES (mirai.export.fusions); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
+  those two bucketed builds made with the graph-level fusions NAMES instead ("unfused" and
+  "unfused-inference" with none: --fuse none); "tuned" and "tuned dynamic", the same made GPU-less with a tuning table that
   `mirai tune` wrote on this GPU (`--tuned DIR`, from check_pffn.py --prepare DIR --tuning FILE),
   and "tuned bucketed" (DIR/bucketed), one dynamic build with a bucket at every batch; and any
   build given as `--extra NAME=DIR`;
@@ -49,6 +51,9 @@ from results import (
     without_grad,
 )  # noqa: E402  (bench/results.py)
 
+from mirai.export import fusions  # noqa: E402
+from tests.gpu.check_pffn import fused_builds  # noqa: E402  (the folders --prepare --fuse makes)
+
 
 def host_time(fn, calls: int = 300) -> float:
     """Microseconds of host time per call: enqueue `calls` calls and measure before synchronizing."""
@@ -76,7 +81,7 @@ def variants(batch: int, args) -> dict[str, Path]:
         folders["dynamic"] = args.gpuless / "dynamic"
         folders["bucketed"] = args.gpuless / "bucketed"
         folders["inference"] = args.gpuless / "inference"  # forward alone: no backward op
-        for folder in fused_folders(args.gpuless):  # bucketed, with mirai build --fuse NAMES
+        for folder in fused_builds(args.gpuless):  # bucketed, with mirai build --fuse NAMES
             folders[folder.name] = folder
     if args.tuned is not None:
         folders["tuned"] = args.tuned / f"B{batch}"
@@ -86,12 +91,6 @@ def variants(batch: int, args) -> dict[str, Path]:
         name, _, folder = extra.partition("=")
         folders[name] = Path(folder)
     return {n: f for n, f in folders.items() if (f / "manifest.json").exists()}
-
-
-def fused_folders(gpuless: Path) -> list[Path]:
-    """The builds check_pffn.py --prepare --fuse NAMES made in `gpuless`: DIR/fused-NAMES (training)
-    and DIR/fused-NAMES-inference, each timed under its folder's name."""
-    return sorted(p for p in gpuless.glob("fused*") if (p / "manifest.json").exists())
 
 
 def autotune_table(args, batches) -> str:
@@ -209,7 +208,7 @@ def main(argv=None) -> int:
                 "dynamic",
                 "bucketed",
                 "inference",
-                *(f.name for f in (fused_folders(args.gpuless) if args.gpuless else ())),
+                *(f.name for f in (fused_builds(args.gpuless) if args.gpuless else ())),
                 "tuned",
                 "tuned dynamic",
                 "tuned bucketed",
@@ -299,7 +298,10 @@ def main(argv=None) -> int:
         "tune` wrote on this GPU (tuned dynamic: one such dynamic build, whose choices are those "
         "of the table's entries at its sample batch; tuned bucketed: one dynamic build captured at "
         "every batch of this table with the tuning table); fused-NAMES / fused-NAMES-inference = "
-        "the bucketed and inference builds made with those fusions (mirai build --fuse NAMES). "
+        "the bucketed and inference builds made with those fusions (mirai build --fuse NAMES; "
+        "unfused: with none); the others take their kind's default fusions ("
+        f"training: {', '.join(fusions.defaults('training')) or 'none'}; inference: "
+        f"{', '.join(fusions.defaults('inference')) or 'none'}). "
         "Timing: "
         f"every candidate of a batch in turn, {args.rounds} rounds, the median of its rounds "
         f"(triton do_bench medians). torch.compile: mode {args.peer_mode}, compiled afresh for each "

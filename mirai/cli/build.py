@@ -51,7 +51,11 @@ def register(sub) -> None:
         help="; ".join(f"{g.name}: {g.help}" for g in GEMM_POLICIES.values())
         + f" (default: {DEFAULT_GEMM})",
     )
-    fusions.add_option(p, "gate_up with --inference, none otherwise")
+    fusions.add_option(
+        p,
+        f"{','.join(fusions.defaults('inference'))} with --inference, "
+        f"{','.join(fusions.defaults('training'))} otherwise",
+    )
     p.add_argument("--dynamic", action="store_true", default=None, help="dynamic batch dimension")
     p.add_argument(
         "--buckets",

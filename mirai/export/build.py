@@ -88,8 +88,9 @@ def build(
     ("tf", "jax") or "tf,jax" (mirai.export.frameworks).
     `fuse` names graph-level fusions (mirai.export.fusions.FUSIONS), e.g. ("gate_up",): patterns
     around GEMMs in the traced graph become one Triton kernel of our own before Inductor runs.
-    None (default): for an inference build the fusions measured faster ("gate_up"), none for a
-    training build; () for none.
+    None (default): the fusions measured faster for the kind of build
+    (mirai.export.fusions.defaults: "gate_up_down" for training; "gate_up", "bmm_rows" and
+    "gate_up_linear" for inference); () for none.
     `buckets` (dynamic builds only), batch sizes such as (64, 512, 2000, 8000): the graph is captured
     at each of them and the op runs, for batch b, the kernels captured at the bucket nearest to b
     (mirai.export.buckets); with a tuning table each bucket takes the table's choices at its batch.

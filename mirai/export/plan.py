@@ -822,20 +822,28 @@ def _plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residu
         sources[source] = b.add_input(name, dtype, shape, source.kind, source)
         return sources[source]
 
+    bindings = []  # (graph input, its source, byte offset)
     for gi in graph.inputs:
         if gi.kind != "tensor":
             continue
         tangent = re.fullmatch(r"tangents_(\d+)", gi.name)
         if tangent:
-            b.bind(gi.name, "input", source_input(Source("tangent", int(tangent.group(1)) - 1)))
+            bindings.append((gi.name, Source("tangent", int(tangent.group(1)) - 1), "0"))
         elif gi.name in saved_sources:
             source, view = saved_sources[gi.name]
             offset = to_cpp(parse(view.offset) * ELEMENT_SIZE[view.dtype])
-            b.bind(gi.name, "input", source_input(source), offset)
+            bindings.append((gi.name, source, offset))
         else:
             raise UnsupportedError(
                 f"{b.op_name}: cannot tell where backward input {gi.name} comes from"
             )
+    # The op takes its inputs in one order whatever order AOTAutograd saved them in (forward
+    # inputs, outputs, residuals, tangents, each by index), so that the buckets of a build, whose
+    # graphs may save the same tensors in other orders, keep one interface.
+    for source in sorted({s for _, s, _ in bindings}, key=_source_order):
+        source_input(source)
+    for name, source, offset in bindings:
+        b.bind(name, "input", source_input(source), offset)
     # Every size symbol needs an input to be read from.
     for symbol, (k, _dim) in sorted(capture.symbols.items()):
         if not any(symbol in i.shape for i in b.inputs):
@@ -856,6 +864,10 @@ def _plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residu
             gradients.append(None)
     _output_buffers(graph, grad_views, b, 0)
     return b, tuple(gradients)
+
+
+def _source_order(source: Source) -> tuple[int, int]:
+    return Source.KINDS.index(source.kind), source.index
 
 
 def plan(capture: Capture, compiled: dict) -> ExportPlan:

@@ -59,7 +59,8 @@ def test_buckets_need_a_dynamic_build(tmp_path):
 
 @pytest.fixture(scope="module")
 def bucketed(tmp_path_factory):
-    """The small pffn built dynamic with buckets 4 and 16 and a table for batch 16."""
+    """The small pffn built dynamic with buckets 4 and 16 and a table for batch 16; unfused (its
+    gate and up projections stay GEMMs, which the table's entry is for)."""
     samples = pffn_small(8)
     templates = capture(pffn, pffn_small(LARGE), gpu=False, gemm="triton")
     gate_up = templates.gemm_timings["forward"][0]
@@ -73,7 +74,7 @@ def bucketed(tmp_path_factory):
     )
     out = tmp_path_factory.mktemp("bucketed")
     result = mirai.build(
-        pffn, samples, out, dynamic=True, buckets=BUCKETS, tuning=table, progress=False
+        pffn, samples, out, dynamic=True, buckets=BUCKETS, tuning=table, fuse=(), progress=False
     )
     return out, result
 

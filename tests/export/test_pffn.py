@@ -49,18 +49,25 @@ def test_generated_folder_matches_the_contract(pffn_static):
             )
 
 
-def test_every_matmul_runs_in_cublaslt(pffn_static):
-    # the default gemm policy, GPU-less: the 3 forward bmms and the 6 backward ones (two per bmm)
-    # run in cuBLASLt; everything around them is fused into Triton kernels, none a GEMM template
+def test_every_matmul_runs_in_cublaslt_or_the_fused_kernels(pffn_static):
+    # the default build of a training op (fusions.default: gate_up_down), GPU-less with the default
+    # gemm policy: the gate and up projections run in the fused gate_up kernel, the down projection
+    # in one cuBLASLt GEMM writing pffn's [B, E, D] rows with its bias (bmm_rows); the backward runs
+    # the down GEMM's input gradient with SiLU's in the silu_grad kernel, and five cuBLASLt GEMMs
+    # (the input's gradient as two bmm_rows, the three weights'); none is a Triton GEMM template
     manifest = json.loads((pffn_static / "manifest.json").read_text())
-    assert manifest["gemm"] == "auto"
-    for op, count in (("PffnFwd", 3), ("PffnBwd", 6)):
+    assert manifest["gemm"] == "auto" and manifest["fused"] == {"gate_up_down": 1}
+    for op, gemms, fused_kernel in (
+        ("PffnFwd", ["bmm_rows"], "gate_up_kernel"),
+        ("PffnBwd", ["bmm_rows"] * 2 + ["bmm"] * 3, "silu_grad_kernel"),
+    ):
         spec = only_variant(manifest["ops"][op])
-        assert [g["op"] for g in spec["gemms"]] == ["bmm"] * count, op
+        assert sorted(g["op"] for g in spec["gemms"]) == sorted(gemms), op
         assert all(g["dots"] == ["tf32"] and g["library"] == "cublaslt" for g in spec["gemms"])
+        assert fused_kernel in spec["launches"], op
         assert not any(k.startswith("triton_tem") for k in spec["launches"]), op
         launch = (pffn_static / f"{op}_launch.h").read_text()
-        assert launch.count("mirai_rt::RunGemm(") == count
+        assert launch.count("mirai_rt::RunGemm(") == len(gemms)
         assert "extern" not in launch.replace('extern "C"', "")
     runtime = (pffn_static / "mirai_runtime.h").read_text()
     assert 'getenv("MIRAI_CUBLASLT")' in runtime and '"libcublasLt.so.13"' in runtime
@@ -130,7 +137,9 @@ def test_dynamic_batch_shapes_propagate(pffn_dynamic):
     assert at_2000["output_shape"] == [2000, E, D]
     assert all(s == [8192 * 2000] for s in at_2000["fwd_output_shapes"][1:])
     manifest = json.loads((pffn_dynamic / "manifest.json").read_text())
-    assert manifest["symbols"] == {"s0": {"input": 0, "dim": 0, "range": [2, None]}}
+    # the default fusions' Triton kernels take the batch as a 32-bit argument: the compilation
+    # assumed B <= 2**31 - 1, and the manifest says so
+    assert manifest["symbols"] == {"s0": {"input": 0, "dim": 0, "range": [2, 2**31 - 1]}}
 
 
 def test_two_builds_are_byte_identical(pffn_static, tmp_path):

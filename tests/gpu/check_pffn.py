@@ -12,8 +12,12 @@ On a machine without a GPU, prepare GPU-less builds to carry over:
 For every batch size it runs the generated forward and backward launch code (the code the TensorFlow
 ops wrap) on fresh random inputs and compares the output and all seven gradients with a float64
 PyTorch reference: relative error by norm, ||got - ref|| / ||ref||. The GPU-less preparation also
-makes an inference build (DIR/inference: the forward alone, bucketed), whose output is checked. Results are printed as a table and
-written as JSON and Markdown (--results). Exit status 1 if any error exceeds the tolerance.
+makes an inference build (DIR/inference: the forward alone, bucketed), whose output is checked. The
+builds take the default fusions of their kind (mirai.export.fusions.default); `--fuse NAMES` adds a
+training and an inference build with those instead (`--fuse none`: DIR/unfused and
+DIR/unfused-inference, the baseline the fusions are measured against). Results are printed as a
+table and written as JSON and Markdown (--results). Exit status 1 if any error exceeds the
+tolerance.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
+from mirai.export import fusions  # noqa: E402
 from mirai.gpu import precision  # noqa: E402
 
 # pffn's float32 modes (its inputs stay float32)
@@ -126,9 +131,7 @@ def prepare(out: Path, batches, precision: str, tuning: Path | None = None, fuse
         build("bucketed", batches[-1], dynamic=True, buckets=buckets)
     # the forward alone, for serving (bucketed like the one above): no residuals to write
     build("inference", batches[-1], dynamic=True, buckets=buckets, inference=True)
-    for (
-        names
-    ) in fuse:  # the same two dynamic builds with graph-level fusions (mirai.export.fusions)
+    for names in fuse:  # the same two dynamic builds with other graph-level fusions
         folder = fused_folder(names)
         build(folder, batches[-1], dynamic=True, buckets=buckets, fuse=names)
         build(
@@ -142,15 +145,26 @@ def prepare(out: Path, batches, precision: str, tuning: Path | None = None, fuse
 
 
 def fused_folder(names) -> str:
-    """The folder of the training build with fusions `names`: fused-gate_up+bmm_rows, ..."""
-    return "fused-" + "+".join(names)
+    """The folder of the training build with fusions `names`: fused-gate_up+bmm_rows, ...;
+    "unfused" for none."""
+    return "fused-" + "+".join(names) if names else "unfused"
+
+
+def fused_builds(gpuless: Path) -> list[Path]:
+    """The builds --prepare --fuse made in `gpuless` (DIR/fused-NAMES, DIR/unfused and their
+    -inference builds), sorted by name."""
+    return sorted(
+        p
+        for pattern in ("fused-*", "unfused*")
+        for p in gpuless.glob(pattern)
+        if (p / "manifest.json").exists()
+    )
 
 
 def dynamic_kinds(gpuless: Path) -> list[str]:
-    """The dynamic GPU-less builds in `gpuless` to check at every batch: the unfused ones, then each
-    fused one (--prepare --fuse)."""
-    fused = sorted(p.name for p in gpuless.glob("fused*") if (p / "manifest.json").exists())
-    return ["dynamic", "bucketed", "inference", *fused]
+    """The dynamic GPU-less builds in `gpuless` to check at every batch: the default ones, then each
+    of --prepare --fuse."""
+    return ["dynamic", "bucketed", "inference", *(p.name for p in fused_builds(gpuless))]
 
 
 def bad_inputs(directory: Path, batch: int, dynamic: bool) -> dict:
@@ -215,9 +229,11 @@ def main(argv=None) -> int:
         "--fuse",
         action="append",
         default=[],
+        type=fusions.parse,
         help="with --prepare: also make a training and an inference build with these fusions "
         "(a comma list, e.g. gate_up,bmm_rows: DIR/fused-gate_up+bmm_rows and "
-        "DIR/fused-gate_up+bmm_rows-inference); repeatable",
+        "DIR/fused-gate_up+bmm_rows-inference; none: DIR/unfused and DIR/unfused-inference); "
+        "repeatable",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mirai-gpu-check"))
     parser.add_argument("--results", type=Path, default=ROOT / "tests" / "gpu" / "results")
@@ -226,8 +242,7 @@ def main(argv=None) -> int:
     if args.tuning and not args.prepare:
         parser.error("--tuning is for --prepare (GPU-less builds); builds on a GPU measure")
     if args.prepare:
-        fuse = tuple(tuple(n for n in names.split(",") if n) for names in args.fuse)
-        prepare(args.prepare, batches, args.precision, args.tuning, fuse)
+        prepare(args.prepare, batches, args.precision, args.tuning, tuple(args.fuse))
         return 0
 
     import torch

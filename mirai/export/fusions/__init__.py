@@ -6,25 +6,29 @@ any other, or with `mirai::bmm_rows`, a GEMM the capture records as one cuBLASLt
 them; a build picks them by name (`mirai build --fuse NAME`), and `apply` runs the picked ones over a
 graph.
 
-By default (`default`) an inference build applies the fusions measured faster than what they replace
-(`Fusion.default`) and a training build none: on the H200 the fused gate/up kernel made pffn's
-inference forward 1.18x-1.24x faster in GPU time from B = 512 to 8000, and left a training forward
-(which must also write both GEMMs' results for its backward) within 5% of the unfused one, slower at
-B = 64 (bench/RESULTS-pffn.md). `gate_up_linear` runs the same kernel over dense layers and nn.Linear
-weights; it has no GPU measurement yet (bench/bench_swiglu.py is the one to make), so a build applies
-it only when named. `gate_up_down` takes pffn's down projection in too, for its backward's sake:
-there the down GEMM's input gradient, SiLU's gradient and the biases' sums run as one kernel; its
-training builds are checked on the GPU (tests/gpu/results/check_pffn_gate_up_down.md), the kernel
-measured 1.06x-1.09x torch.compile's code for that part at B = 512 to 8000 in its first
-configuration (bench/RESULTS-silu-grad.md); the whole training op has been timed only in a
-defective build (bench/RESULTS-pffn.md), so it too is applied only when named; it also takes the
-down projection's bias and the transpose back to [M, E, D] when they follow. `bmm_rows` writes
-such a transposed GEMM result ([E, M, N] -> [M, E, N], pffn's output) from the GEMM itself, the
-bias in cuBLASLt's epilogue, instead of a kernel after it; on an H100 it sped up gate_up's
-inference forward 1.06x-1.07x from B = 512 to 8000 but slowed an unfused training forward
-(bench/RESULTS-pffn.md), so it too is applied only when named. The gate/up operators' backward
-writes the input's gradient the same way where the input is such a transposed view (two GEMMs,
-the second adding the first's result).
+By default (`default`) a build applies the fusions measured faster than what they replace for its
+kind of build (`Fusion.default_for`: "inference", an op with nothing to differentiate, or
+"training"). On an H100 against torch.compile max-autotune (bench/RESULTS-pffn.md, 2026-12-05):
+`gate_up_down` made pffn's fastest training op at every batch measured (forward+backward in GPU
+time 2.305 against 2.437 ms unfused at B = 8000, 0.636 against 0.693 at 2000, 0.085 against 0.087
+at 64); `gate_up` with `bmm_rows` its fastest inference forward at every batch (0.561 against
+0.606 ms for `gate_up` alone at B = 8000, 0.026 against 0.027 at 64). `gate_up_linear` made
+examples/swiglu_mlp.py's inference forward 1.04x-1.05x torch.compile where the unfused build was
+0.99x-1.01x, and its training op slower (bench/RESULTS-swiglu.md), so it is an inference default
+only. `bmm_rows` alone on a training build was timed faster than the unfused build at one batch
+only (B = 2000), so training builds get it only where `gate_up_down` takes it in.
+
+What each does: `gate_up` computes both of a gated layer's GEMMs, the biases, SiLU and the
+product in one Triton kernel; `gate_up_linear` runs the same kernel over dense layers and
+nn.Linear weights. `gate_up_down` takes pffn's down projection in too, for its backward's sake:
+there the down GEMM's input gradient, SiLU's gradient and the biases' sums run as one kernel; it
+also takes the down projection's bias and the transpose back to [M, E, D] when they follow.
+`bmm_rows` writes such a transposed GEMM result ([E, M, N] -> [M, E, N], pffn's output) from the
+GEMM itself, the bias in cuBLASLt's epilogue, instead of a kernel after it. The gate/up
+operators' backward writes the input's gradient the same way where the input is such a transposed
+view (two GEMMs, the second adding the first's result). Every default was checked on the GPU
+(tests/gpu/results/check_pffn_gate_up_down.md, check_pffn_bmm_rows.md; bench_swiglu checks its
+builds against float64).
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ class Fusion:
     name: str
     rewrite: Callable  # (graph module, example inputs) -> number of rewrites
     help: str
-    default: bool  # applied to inference builds that name no fusions (measured faster)
+    default_for: frozenset[str]  # the build kinds (KINDS) that apply it when they name no fusions
+
+
+KINDS = ("inference", "training")
 
 
 def _gate_up(kinds, down: bool = False):
@@ -67,14 +74,14 @@ FUSIONS = {  # in the order `apply` runs them: one that takes in another's patte
             "what gate_up fuses, and in a training build the down projection the product feeds: its "
             "backward computes the down GEMM's input gradient with SiLU's gradient and the "
             "biases' sums in one Triton kernel",
-            default=False,
+            default_for=frozenset({"training"}),
         ),
         Fusion(
             "gate_up",
             _gate_up({"bmm"}),
             "silu(x @ w_gate + b_gate) * (x @ w_up + b_up) over float32 [E, M, K] x [E, K, N] "
             "(per expert) as one Triton kernel (both GEMMs, bias, SiLU and product)",
-            default=True,
+            default_for=frozenset({"inference"}),
         ),
         Fusion(
             "bmm_rows",
@@ -82,25 +89,35 @@ FUSIONS = {  # in the order `apply` runs them: one that takes in another's patte
             "(torch.bmm(p, w) + bias).transpose(0, 1) over float32 [E, M, K] x [E, K, N] as one "
             "cuBLASLt GEMM writing the [M, E, N] result directly, the bias in its epilogue (no "
             "kernel transposes it afterwards)",
-            default=False,
+            default_for=frozenset({"inference"}),
         ),
         Fusion(
             "gate_up_linear",
             _gate_up({"matmul", "linear"}),
             "the same over dense layers: float32 x [..., K] @ w [K, N] + b [N], or F.linear "
             "with nn.Linear's [N, K] weights (a LLaMA-style SwiGLU block)",
-            default=False,
+            default_for=frozenset({"inference"}),
         ),
     )
 }
 
 
+def kind(op) -> str:
+    """ "inference" for an op (a mirai.export.decorator.Op) with nothing to differentiate, else
+    "training"."""
+    return "inference" if set(op.param_names) <= set(op.no_grad) else "training"
+
+
 def default(op) -> tuple[str, ...]:
-    """The fusions a build of `op` (a mirai.export.decorator.Op) gets when it names none: those
-    measured faster (`Fusion.default`) for an op with nothing to differentiate (an inference
-    build), none otherwise."""
-    inference = set(op.param_names) <= set(op.no_grad)
-    return tuple(f.name for f in FUSIONS.values() if f.default) if inference else ()
+    """The fusions a build of `op` gets when it names none: those measured faster for its kind."""
+    return defaults(kind(op))
+
+
+def defaults(build_kind: str) -> tuple[str, ...]:
+    """The default fusions of a kind of build (one of KINDS), in FUSIONS' order."""
+    if build_kind not in KINDS:
+        raise MiraiError(f"unknown kind of build {build_kind!r}; choose from {', '.join(KINDS)}")
+    return tuple(f.name for f in FUSIONS.values() if build_kind in f.default_for)
 
 
 def parse(text: str) -> tuple[str, ...]:

@@ -19,8 +19,8 @@ kernel, which the capture records like any other. Registered on import (once per
   cuBLASLt's bias epilogue or `acc` as its C matrix (mirai.export.capture.wrapper), so no kernel
   transposes the result or adds the bias after it.
 
-Weights are made K-major in the call (mirai.export.fusions.gate_up.k_major), except in an inference graph
-whose sample has few rows (SMALL_M there); the kernel's configuration also follows the rows
+Weights are made K-major in the call (mirai.export.fusions.gate_up.k_major), except where the sample
+has few rows (SMALL_M there); the kernel's configuration also follows the rows
 (gate_up.config_for). Both follow the size the op is traced at, so a bucketed build decides per
 bucket. The dot precision is torch's float32 matmul precision when the op is traced: "highest" ->
 IEEE fp32, otherwise TF32.
@@ -44,9 +44,9 @@ def dot_precision() -> str:
 
 def _run(x, w_gate, b_gate, w_up, b_up, residuals: bool):
     small = size_hint(x.shape[1]) <= SMALL_M  # the sample's rows: a bucket's, in a bucketed build
-    # With a backward, every bucket makes the copies: without them AOTAutograd saves the weights'
-    # transposes in another order, and the buckets of a build must hand the backward the same.
-    if residuals or not small:
+    # With a backward, a bucket without the copies saves the same tensors for it in another order;
+    # the backward op takes them in one order all the same (mirai.export.plan), so buckets differ.
+    if not small:
         w_gate, w_up = k_major(w_gate), k_major(w_up)
     return launch(
         x, w_gate, b_gate, w_up, b_up,
