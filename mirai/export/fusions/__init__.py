@@ -27,8 +27,8 @@ also takes the down projection's bias and the transpose back to [M, E, D] when t
 GEMM itself, the bias in cuBLASLt's epilogue, instead of a kernel after it. The gate/up
 operators' backward writes the input's gradient the same way where the input is such a transposed
 view (two GEMMs, the second adding the first's result). Every default was checked on the GPU
-(tests/gpu/results/check_pffn_gate_up_down.md, check_pffn_bmm_rows.md; bench_swiglu checks its
-builds against float64).
+(tests/gpu/results/check_pffn_defaults.md, check_pffn_gate_up_down.md, check_pffn_bmm_rows.md;
+bench_swiglu checks its builds against float64).
 """
 
 from __future__ import annotations
