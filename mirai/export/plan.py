@@ -104,6 +104,10 @@ class Source:
 
     KINDS = ("input", "output", "residual", "tangent")
 
+    def order(self) -> tuple[int, int]:
+        """Where it stands among a backward op's inputs: by kind (KINDS), then by index."""
+        return self.KINDS.index(self.kind), self.index
+
 
 @dataclass(frozen=True)
 class Wiring:
@@ -840,7 +844,7 @@ def _plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residu
     # The op takes its inputs in one order whatever order AOTAutograd saved them in (forward
     # inputs, outputs, residuals, tangents, each by index), so that the buckets of a build, whose
     # graphs may save the same tensors in other orders, keep one interface.
-    for source in sorted({s for _, s, _ in bindings}, key=_source_order):
+    for source in sorted({s for _, s, _ in bindings}, key=Source.order):
         source_input(source)
     for name, source, offset in bindings:
         b.bind(name, "input", source_input(source), offset)
@@ -864,10 +868,6 @@ def _plan_backward(capture: Capture, compiled: dict, saved_sources: dict, residu
             gradients.append(None)
     _output_buffers(graph, grad_views, b, 0)
     return b, tuple(gradients)
-
-
-def _source_order(source: Source) -> tuple[int, int]:
-    return Source.KINDS.index(source.kind), source.index
 
 
 def plan(capture: Capture, compiled: dict) -> ExportPlan:

@@ -45,7 +45,8 @@ def dot_precision() -> str:
 def _run(x, w_gate, b_gate, w_up, b_up, residuals: bool):
     small = size_hint(x.shape[1]) <= SMALL_M  # the sample's rows: a bucket's, in a bucketed build
     # With a backward, a bucket without the copies saves the same tensors for it in another order;
-    # the backward op takes them in one order all the same (mirai.export.plan), so buckets differ.
+    # the backward op takes them in one order all the same (mirai.export.plan), so each bucket of
+    # a build may decide for itself.
     if not small:
         w_gate, w_up = k_major(w_gate), k_major(w_up)
     return launch(
