@@ -21,11 +21,11 @@ K-major copy ([E, H, D] contiguous, made once per call: 8 MB each), against:
   (torch.compile, mode max-autotune-no-cudagraphs, which picks cuBLAS for these GEMMs);
 - eager PyTorch.
 
-`--sweep` times the kernel alone (K-major weights, GPU time) in every configuration of a grid that
-fits the chip (`configurations`: block sizes, warps, pipeline stages; the best also as persistent
-grids), for an inference op (the product
-alone) and a training forward (which also writes the two sums), and ranks them per batch against the
-configuration the export runs (mirai.export.fusions.gate_up.config_for).
+`--sweep` times the kernel alone (GPU time; the weights as the export reads them: as stored for at
+most SMALL_M rows, K-major copies above) in every configuration of a grid that fits the chip
+(`configurations`: block sizes, warps, pipeline stages; the best also as persistent grids), for an
+inference op (the product alone) and a training forward (which also writes the two sums), and ranks
+them per batch against the configuration the export runs (mirai.export.fusions.gate_up.config_for).
 
 Timing as in the other benches: every candidate in turn, in rounds, the median (mirai.gpu.timing),
 and also as CUDA graphs (GPU time alone). Results go on top of bench/RESULTS-gate-up.md (and $OUT when
@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from mirai.export.fusions.gate_up import config_for, launch  # noqa: E402
+from mirai.export.fusions.gate_up import SMALL_M, config_for, launch  # noqa: E402
 from results import candidates_table, kernel_bench, ranked_table  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-gate-up.md"
@@ -117,23 +117,29 @@ SMEM_BYTES = 227 * 1024
 ACCUMULATOR_REGISTERS = 128
 
 
-def configurations() -> list[dict]:
-    """The grid `--sweep` times: every block shape, warp count and stage count whose pipeline buffers
-    (a tile of x and one of each weight per stage, fp32) fit in shared memory and whose two
-    accumulators fit the register budget."""
+def configurations(rows: int = SMALL_M + 1) -> list[dict]:
+    """The grid `--sweep` times at `rows` rows: every block shape, warp count and stage count whose
+    pipeline buffers (a tile of x and one of each weight per stage, fp32) fit in shared memory and
+    whose two accumulators fit the register budget. Few rows (at most SMALL_M, where reading the
+    weights dominates) get 64-row tiles and a wider range of K blocks and stages, the loads in
+    flight being what such a call waits on."""
+    if rows <= SMALL_M:
+        shapes = [(64, bn, bk) for bn in (32, 64, 128) for bk in (32, 64, 128)]
+        stage_counts = (2, 3, 4, 5)
+    else:
+        shapes = [(bm, bn, bk) for bm in (64, 128, 256) for bn in (32, 64, 128) for bk in (32, 64)]
+        stage_counts = (3, 4)
     grid = []
-    for bm in (64, 128, 256):
-        for bn in (32, 64, 128):
-            for bk in (32, 64):
-                for warps in (4, 8):
-                    for stages in (3, 4):
-                        smem = stages * (bm * bk + 2 * bk * bn) * 4
-                        registers = 2 * bm * bn // (32 * warps)
-                        if smem <= SMEM_BYTES and registers <= ACCUMULATOR_REGISTERS:
-                            grid.append(
-                                {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-                                 "num_warps": warps, "num_stages": stages}
-                            )  # fmt: skip
+    for bm, bn, bk in shapes:
+        for warps in (4, 8):
+            for stages in stage_counts:
+                smem = stages * (bm * bk + 2 * bk * bn) * 4
+                registers = 2 * bm * bn // (32 * warps)
+                if smem <= SMEM_BYTES and registers <= ACCUMULATOR_REGISTERS:
+                    grid.append(
+                        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                         "num_warps": warps, "num_stages": stages}
+                    )  # fmt: skip
     return grid
 
 
@@ -153,12 +159,15 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
     from mirai.gpu.timing import timed_side_by_side
 
     g = torch.Generator(device="cuda").manual_seed(0)
-    w = [torch.randn(E, H, D, device="cuda", generator=g).transpose(1, 2) * D**-0.5 for _ in "gu"]
+    stored = [torch.randn(E, D, H, device="cuda", generator=g) * D**-0.5 for _ in "gu"]
+    k_major = [w.transpose(1, 2).contiguous().transpose(1, 2) for w in stored]
     b = [torch.randn(E, 1, H, device="cuda", generator=g) * 0.1 for _ in "gu"]
-    grid = configurations()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     found = {}
     for batch in batches:
+        # the weights as the export reads them: as stored for few rows, else K-major copies
+        w = stored if batch <= SMALL_M else k_major
+        grid = configurations(batch)
         x = torch.randn(batch, E, D, device="cuda", generator=g).transpose(0, 1)
         for variant, residuals in (("inference", False), ("training", True)):
 
@@ -195,11 +204,14 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
 
 def render_sweep(found: dict, versions: str) -> str:
     flops = lambda b: 2 * 2 * E * b * D * H  # noqa: E731  (two GEMMs)
+    batches = sorted({batch for _, batch in found})
+    sizes = ", ".join(f"{len(configurations(b))} at B = {b}" for b in batches)
     lines = [
         TITLE,
         "",
-        f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32, K-major weights. "
-        f"Configuration sweep of the fused kernel (`--sweep`): {len(configurations())} "
+        f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32; the weights as the "
+        f"export reads them: as stored ([E, D, H]) at B <= {SMALL_M}, K-major copies above. "
+        f"Configuration sweep of the fused kernel (`--sweep`): {sizes} "
         "configurations of block sizes, warps and stages timed once each as CUDA graphs (GPU "
         "time), the best three again as persistent grids (1, 2 and 3 programs per "
         "multiprocessor), then the five best and the export's own configuration side by side in "

@@ -47,3 +47,24 @@ def test_the_fused_gate_up_kernel_computes_pffns_first_half():
     assert errors["stored"] < 1e-6 and errors["k_major"] < 1e-6, errors
     assert errors["persistent"] < 1e-6, errors
     assert "same shape and strides" in errors["mixed"]
+
+
+def test_the_sweep_grid_fits_the_chip_and_follows_the_rows():
+    import sys
+
+    sys.path.insert(0, "bench")
+    from bench_gate_up import ACCUMULATOR_REGISTERS, SMEM_BYTES, configurations
+
+    from mirai.export.fusions.gate_up import SMALL_M, config_for
+
+    for rows in (64, SMALL_M, SMALL_M + 1, 8000):
+        grid = configurations(rows)
+        assert grid and config_for(rows) in grid, rows  # the export's own is among them
+        for c in grid:
+            bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
+            assert c["num_stages"] * (bm * bk + 2 * bk * bn) * 4 <= SMEM_BYTES, c
+            assert 2 * bm * bn // (32 * c["num_warps"]) <= ACCUMULATOR_REGISTERS, c
+    # few rows: 64-row tiles only, and deeper K blocks than the grid for many rows
+    small, large = configurations(64), configurations(8000)
+    assert {c["BLOCK_M"] for c in small} == {64}
+    assert max(c["BLOCK_K"] for c in small) > max(c["BLOCK_K"] for c in large)
