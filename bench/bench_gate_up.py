@@ -122,10 +122,11 @@ def configurations(rows: int = SMALL_M + 1) -> list[dict]:
     pipeline buffers (a tile of x and one of each weight per stage, fp32) fit in shared memory and
     whose two accumulators fit the register budget. Few rows (at most SMALL_M, where reading the
     weights dominates) get 64-row tiles and a wider range of K blocks and stages, the loads in
-    flight being what such a call waits on."""
+    flight being what such a call waits on; one stage among them, where Triton loads the weights
+    into registers (16-byte loads) instead of its pipeline's 4-byte copies into a K-major tile."""
     if rows <= SMALL_M:
         shapes = [(64, bn, bk) for bn in (32, 64, 128) for bk in (32, 64, 128)]
-        stage_counts = (2, 3, 4, 5)
+        stage_counts = (1, 2, 3, 4, 5)
     else:
         shapes = [(bm, bn, bk) for bm in (64, 128, 256) for bn in (32, 64, 128) for bk in (32, 64)]
         stage_counts = (3, 4)

@@ -425,6 +425,15 @@ class ExportPlan:
 # -- building the plan -----------------------------------------------------------------------------
 
 
+def _remedy(op: str) -> str:
+    """What to build otherwise when cuBLASLt cannot run a GEMM as the graph lays it out: Inductor's
+    own matmuls can be Triton templates instead; a fusion's GEMM (`bmm_rows`, which gate_up_down
+    also emits) runs in cuBLASLt only, so the way out is to build without that fusion."""
+    if op == "bmm_rows":
+        return "build without the bmm_rows and gate_up_down fusions (fuse='none' or --fuse none)"
+    return "build with gemm='triton' (--gemm triton)"
+
+
 def _is_dense(view: View, sizes) -> bool:
     expected = "1"
     strides = []
@@ -619,8 +628,7 @@ class _OpBuilder:
             if "1" not in (view.strides[-1], view.strides[-2]):
                 raise UnsupportedError(
                     f"{self.op_name}: the {name} of {g.op} has strides {view.strides}: neither "
-                    "rows nor columns are contiguous, which cuBLASLt cannot read; build with "
-                    "gemm='triton'"
+                    f"rows nor columns are contiguous, which cuBLASLt cannot read; {_remedy(g.op)}"
                 )
         sizes = [to_cpp(parse(s)) for s in g.out.sizes]
         shape = (g.out.sizes[0] if len(g.out.sizes) == 3 else "1",) + (
@@ -636,7 +644,7 @@ class _OpBuilder:
                     raise UnsupportedError(
                         f"{self.op_name}: {g.op} adds a broadcast bias with stride "
                         f"{g.bias.strides[-1]} and beta {g.beta}; cuBLASLt's bias epilogue takes "
-                        "a contiguous vector with beta 1: build with gemm='triton'"
+                        f"a contiguous vector with beta 1: {_remedy(g.op)}"
                     )
                 bias = "vector"
             else:

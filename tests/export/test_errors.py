@@ -277,3 +277,21 @@ def test_a_kernel_inductor_cannot_analyse_is_refused(tmp_path):
     error = interpreted(BLIND_CAPTURE, traced, drop=("TRITON_INTERPRET",))["error"]
     assert error is not None and "could not tell which tensors" in error, error
     assert "expected ['x_ptr', 'y_ptr', 'n', 'BLOCK', 'TWICE']" in error, error
+
+
+@pytest.mark.parametrize(
+    "op, advice",
+    [("bmm", r"gemm='triton'"), ("bmm_rows", r"without the bmm_rows and gate_up_down fusions")],
+)
+def test_a_gemm_cublaslt_cannot_read_says_what_to_build_instead(op, advice):
+    # a fusion's GEMM runs in cuBLASLt only: gemm='triton' would not change it
+    from mirai.export.graph import Gemm, View
+    from mirai.export.plan import _OpBuilder
+
+    dense = View("a", "float32", ("8", "64", "256"), ("16384", "256", "1"))
+    strided = View("b", "float32", ("8", "256", "1024"), ("524288", "2048", "2"))
+    gemm = Gemm(op=op, a=dense, b=strided, out=dense)
+    with pytest.raises(
+        UnsupportedError, match=rf"second operand of {op} .*cannot read; .*{advice}"
+    ):
+        _OpBuilder(None, "Pffn", None, {}).gemm(gemm)
