@@ -31,12 +31,12 @@ import torch
 _MATMULS = {torch.bmm, torch.matmul, operator.matmul}
 _MATMUL_METHODS = {"bmm", "matmul", "__matmul__"}
 _LINEARS = {torch.nn.functional.linear, torch._C._nn.linear}
-_ADDS = {operator.add, torch.add, operator.iadd}
+ADDS = {operator.add, torch.add, operator.iadd}
 _MULS = {operator.mul, torch.mul}
 _SILUS = {torch.nn.functional.silu}
 
 
-def _is(node, functions, methods, kwargs=None) -> bool:
+def is_call(node, functions, methods, kwargs=None) -> bool:
     """Whether `node` calls one of `functions` or `methods` with no keyword arguments but `kwargs`."""
     if node.kwargs and dict(node.kwargs) != (kwargs or {}):
         return False
@@ -47,7 +47,7 @@ def _is(node, functions, methods, kwargs=None) -> bool:
     return False
 
 
-def _value(node):
+def value_of(node):
     return node.meta.get("val", node.meta.get("example_value")) if hasattr(node, "meta") else None
 
 
@@ -65,9 +65,9 @@ class Branch:
 
 def _projection(node) -> tuple | None:
     """(kind, x, weight, bias) when `node` is a projection, else None."""
-    if _is(node, _MATMULS, _MATMUL_METHODS) and len(node.args) == 2:
+    if is_call(node, _MATMULS, _MATMUL_METHODS) and len(node.args) == 2:
         x, weight = node.args
-        w = _value(weight)
+        w = value_of(weight)
         return (
             ("matmul" if isinstance(w, torch.Tensor) and w.dim() == 2 else "bmm"),
             x,
@@ -82,10 +82,10 @@ def _projection(node) -> tuple | None:
     return None
 
 
-def _branch(node) -> Branch | None:
+def branch_of(node) -> Branch | None:
     nodes = [node]
     bias = None
-    if _is(node, _ADDS, {"add", "__add__"}) and len(node.args) == 2:
+    if is_call(node, ADDS, {"add", "__add__"}) and len(node.args) == 2:
         left, right = node.args
 
         def matmul(side) -> bool:  # a bias is added to `@` (F.linear takes its own)
@@ -108,8 +108,8 @@ def _branch(node) -> Branch | None:
     )
 
 
-def _bias_fits(bias, kind: str, e: int, n: int) -> bool:
-    b = _value(bias)
+def bias_fits(bias, kind: str, e: int, n: int) -> bool:
+    b = value_of(bias)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float32:
         return False
     if kind == "bmm":
@@ -122,7 +122,7 @@ def _bias_fits(bias, kind: str, e: int, n: int) -> bool:
 
 def _features(branch: Branch) -> int:
     """N, the output features of a "matmul" or "linear" branch."""
-    w = _value(branch.weight)
+    w = value_of(branch.weight)
     return w.shape[0] if branch.kind == "linear" else w.shape[1]
 
 
@@ -131,7 +131,7 @@ def _fits(gate: Branch, up: Branch) -> bool:
         return False
     if not all(hasattr(n, "meta") for n in (gate.x, gate.weight, up.weight)):
         return False
-    x, wg, wu = _value(gate.x), _value(gate.weight), _value(up.weight)
+    x, wg, wu = value_of(gate.x), value_of(gate.weight), value_of(up.weight)
     if not all(isinstance(t, torch.Tensor) for t in (x, wg, wu)):
         return False
     if any(t.dtype != torch.float32 for t in (x, wg, wu)) or wg.shape != wu.shape:
@@ -151,10 +151,10 @@ def _fits(gate: Branch, up: Branch) -> bool:
         e, n = 1, _features(gate)
     if (gate.bias is None) != (up.bias is None):
         return False
-    return all(b is None or _bias_fits(b, gate.kind, e, n) for b in (gate.bias, up.bias))
+    return all(b is None or bias_fits(b, gate.kind, e, n) for b in (gate.bias, up.bias))
 
 
-def _single_use(nodes) -> bool:
+def single_use(nodes) -> bool:
     return all(len(n.users) == 1 for n in nodes)
 
 
@@ -177,17 +177,17 @@ def find(graph, kinds=frozenset({"bmm", "matmul", "linear"})) -> list[tuple]:
     are of one of `kinds`."""
     found = []
     for node in graph.nodes:
-        if not _is(node, _MULS, {"mul", "__mul__"}) or len(node.args) != 2:
+        if not is_call(node, _MULS, {"mul", "__mul__"}) or len(node.args) != 2:
             continue
         for silu, other in (node.args, node.args[::-1]):
             if not hasattr(silu, "op") or not hasattr(other, "op"):
                 continue
-            if not _is(silu, _SILUS, {"silu"}, {"inplace": False}) or len(silu.args) != 1:
+            if not is_call(silu, _SILUS, {"silu"}, {"inplace": False}) or len(silu.args) != 1:
                 continue
-            gate, up = _branch(silu.args[0]), _branch(other)
+            gate, up = branch_of(silu.args[0]), branch_of(other)
             if gate is None or up is None or gate.kind not in kinds or not _fits(gate, up):
                 continue
-            if not _single_use((silu, *gate.nodes, *up.nodes)):
+            if not single_use((silu, *gate.nodes, *up.nodes)):
                 continue
             found.append((node, gate, up, silu))
             break
@@ -200,10 +200,14 @@ def _down(mul, gate: Branch):
     if gate.kind != "bmm" or len(mul.users) != 1:
         return None
     (user,) = mul.users
-    if not _is(user, _MATMULS, _MATMUL_METHODS) or len(user.args) != 2 or user.args[0] is not mul:
+    if (
+        not is_call(user, _MATMULS, _MATMUL_METHODS)
+        or len(user.args) != 2
+        or user.args[0] is not mul
+    ):
         return None
     weight = user.args[1]
-    w, wg, x = _value(weight), _value(gate.weight), _value(gate.x)
+    w, wg, x = value_of(weight), value_of(gate.weight), value_of(gate.x)
     if not isinstance(w, torch.Tensor) or w.dtype != torch.float32 or w.dim() != 3:
         return None
     if w.shape[0] != x.shape[0] or w.shape[1] != wg.shape[2]:
@@ -231,7 +235,7 @@ def rewrite(gm, example_inputs, kinds, down: bool = False) -> int:
     from mirai.export.fusions.rows import bias_as_rows, find_after
 
     def _rows_after(node, weight):  # the down GEMM transposed back to rows, as bmm_rows finds it
-        w = _value(weight)
+        w = value_of(weight)
         return find_after(node, w.shape[0], w.shape[2])
 
     propagate(gm, example_inputs)
@@ -277,7 +281,7 @@ def rewrite(gm, example_inputs, kinds, down: bool = False) -> int:
 def _as_one_expert(graph, gate: Branch, up: Branch) -> tuple:
     """The operator's operands for a "matmul" or "linear" match: x as [1, rows, K], both weights as
     [1, K, N] (a transposed view of linear's [N, K]), the biases as [1, 1, N]."""
-    x = _value(gate.x)
+    x = value_of(gate.x)
     k = x.shape[-1]
     method = graph.call_method
     rows = method("reshape", (gate.x, 1, -1, k))
@@ -295,7 +299,7 @@ def _as_one_expert(graph, gate: Branch, up: Branch) -> tuple:
 
 def _rows_back(graph, product, gate: Branch):
     """The operator's [1, rows, N] result in x's leading shape: [..., N]."""
-    x = _value(gate.x)
+    x = value_of(gate.x)
     if x.dim() == 2:
         return graph.call_method("squeeze", (product, 0))
     size = graph.call_method("size", (gate.x,))

@@ -19,12 +19,12 @@ from __future__ import annotations
 import torch
 
 from mirai.export.fusions.match import (
-    _ADDS,
-    _bias_fits,
-    _branch,
-    _is,
-    _single_use,
-    _value,
+    ADDS,
+    Branch,
+    bias_fits,
+    branch_of,
+    is_call,
+    value_of,
     propagate,
 )
 
@@ -47,20 +47,23 @@ def _transposed(node):
 
 
 def find(graph) -> list[tuple]:
-    """(transpose node, Branch) for each `(bmm(p, w) + bias).transpose(0, 1)` in `graph`."""
+    """(transpose node, Branch) for each `(bmm(p, w) + bias).transpose(0, 1)` in `graph`: every
+    float32 batched GEMM that `find_after` sees transposed back to rows."""
     found = []
     for node in graph.nodes:
-        source = _transposed(node)
-        branch = _branch(source) if source is not None else None
-        if branch is None or branch.kind != "bmm" or not _single_use(branch.nodes):
+        gemm = branch_of(node)
+        if gemm is None or gemm.kind != "bmm" or gemm.nodes != (node,):  # the GEMM itself
             continue
-        p, w = _value(branch.x), _value(branch.weight)
+        p, w = value_of(gemm.x), value_of(gemm.weight)
         if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (p, w)):
             continue
         if p.dtype != torch.float32 or w.dtype != torch.float32 or p.shape[0] != w.shape[0]:
             continue
-        if _fits(branch.bias, w.shape[0], w.shape[2]):
-            found.append((node, branch))
+        after = find_after(node, w.shape[0], w.shape[2])
+        if after is not None:
+            transpose, bias, between = after
+            # the nodes the rewrite erases, users first
+            found.append((transpose, Branch("bmm", gemm.x, gemm.weight, bias, (*between, node))))
     return found
 
 
@@ -68,7 +71,7 @@ def _fits(bias, e, n) -> bool:
     """Whether a result of E x N columns takes `bias` in the GEMM's epilogue (E and N known)."""
     if not isinstance(e, int) or not isinstance(n, int):
         return False
-    return bias is None or _bias_fits(bias, "bmm", e, n)
+    return bias is None or bias_fits(bias, "bmm", e, n)
 
 
 def find_after(projection, e: int, n: int):
@@ -79,7 +82,7 @@ def find_after(projection, e: int, n: int):
         return None
     (user,) = projection.users
     bias, between = None, ()
-    if _is(user, _ADDS, {"add", "__add__"}) and len(user.args) == 2 and len(user.users) == 1:
+    if is_call(user, ADDS, {"add", "__add__"}) and len(user.args) == 2 and len(user.users) == 1:
         left, right = user.args
         bias = right if left is projection else left if right is projection else None
         if bias is None or bias is projection:
@@ -97,9 +100,9 @@ def bias_as_rows(graph, bias, weight):
     smaller (a [N] or [1, 1, N] bias); None stays None. Inserts at the graph's insertion point."""
     if bias is None:
         return None
-    w = _value(weight)
+    w = value_of(weight)
     shape = (w.shape[0], 1, w.shape[2])
-    if tuple(_value(bias).shape) == shape:
+    if tuple(value_of(bias).shape) == shape:
         return bias
     return graph.call_function(torch.broadcast_to, (bias, shape))
 
