@@ -206,14 +206,14 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
 def render_sweep(found: dict, versions: str) -> str:
     flops = lambda b: 2 * 2 * E * b * D * H  # noqa: E731  (two GEMMs)
     batches = sorted({batch for _, batch in found})
-    sizes = ", ".join(f"{len(configurations(b))} at B = {b}" for b in batches)
+    sizes = ", ".join(f"{len(configurations(b))} configurations at B = {b}" for b in batches)
     lines = [
         TITLE,
         "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32; the weights as the "
         f"export reads them: as stored ([E, D, H]) at B <= {SMALL_M}, K-major copies above. "
-        f"Configuration sweep of the fused kernel (`--sweep`): {sizes} "
-        "configurations of block sizes, warps and stages timed once each as CUDA graphs (GPU "
+        f"Configuration sweep of the fused kernel (`--sweep`): {sizes} (block sizes, warps "
+        "and stages), each timed once as a CUDA graph (GPU "
         "time), the best three again as persistent grids (1, 2 and 3 programs per "
         "multiprocessor), then the five best and the export's own configuration side by side in "
         "rounds (medians). inference: the product alone; training: the product and both sums.",
