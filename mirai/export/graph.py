@@ -83,13 +83,19 @@ class Launch:
     grid: tuple[str, str, str]
 
 
+# Gemm.op of the GEMM a fusion hands to cuBLASLt itself (`mirai::bmm_rows`, which the bmm_rows and
+# gate_up_down fusions emit; mirai.export.fusions.ops), not one Inductor left to a library.
+FUSION_GEMM = "bmm_rows"
+
+
 @dataclass(frozen=True)
 class Gemm:
-    """A matrix multiply that Inductor leaves to a GEMM library (its extern mm/bmm/addmm):
-    out = alpha * (a @ b) + beta * bias, batched over a leading dimension for rank-3 views.
-    `bias` is None, a row vector broadcast over the rows (strides (0, 1)), or a full matrix."""
+    """A matrix multiply that Inductor leaves to a GEMM library (its extern mm/bmm/addmm), or a
+    fusion's (FUSION_GEMM): out = alpha * (a @ b) + beta * bias, batched over a leading dimension
+    for rank-3 views. `bias` is None, a row vector broadcast over the rows (strides (0, 1)), or a
+    full matrix."""
 
-    op: str  # Inductor's extern kernel: "mm", "bmm", "addmm", "bias_addmm", "baddbmm"
+    op: str  # Inductor's extern kernel ("mm", "bmm", "addmm", "bias_addmm", "baddbmm") or FUSION_GEMM
     a: View
     b: View
     out: View

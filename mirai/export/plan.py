@@ -32,7 +32,15 @@ from dataclasses import dataclass, field, fields
 
 from mirai.errors import MiraiError, UnsupportedError
 from mirai.gpu.precision import get as get_precision
-from mirai.export.graph import Capture, Gemm, KernelBinaries, KernelGraph, Launch, View
+from mirai.export.graph import (
+    FUSION_GEMM,
+    Capture,
+    Gemm,
+    KernelBinaries,
+    KernelGraph,
+    Launch,
+    View,
+)
 from mirai.export.symbolic import free_symbols, parse, to_cpp
 
 ELEMENT_SIZE = {
@@ -429,7 +437,7 @@ def _remedy(op: str) -> str:
     """What to build otherwise when cuBLASLt cannot run a GEMM as the graph lays it out: Inductor's
     own matmuls can be Triton templates instead; a fusion's GEMM (`bmm_rows`, which gate_up_down
     also emits) runs in cuBLASLt only, so the way out is to build without that fusion."""
-    if op == "bmm_rows":
+    if op == FUSION_GEMM:
         return "build without the bmm_rows and gate_up_down fusions (fuse='none' or --fuse none)"
     return "build with gemm='triton' (--gemm triton)"
 

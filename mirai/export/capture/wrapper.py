@@ -22,6 +22,7 @@ import sympy
 
 from mirai.errors import CaptureError, UnsupportedError
 from mirai.export.graph import (
+    FUSION_GEMM,
     Buffer,
     Gemm,
     GraphInput,
@@ -176,7 +177,7 @@ class _ExternKernels:
                 (acc.strides[1], acc.strides[0], acc.strides[2]),
                 acc.offset,
             )
-        self._gemm("bmm_rows", a, b, view, c)
+        self._gemm(FUSION_GEMM, a, b, view, c)
         return out
 
 
