@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirai.errors import MiraiError
+from mirai.export.capture.configs import ONLY_CONFIG
 from mirai.export.capture.inductor import DEFAULT_GEMM
 from mirai.gpu.precision import DEFAULT as DEFAULT_PRECISION
 
@@ -204,7 +205,8 @@ def build(
 
 
 def tuning_coverage(cap, tuning) -> str:
-    """How much of a GPU-less build the tuning table decided: kernels and GEMMs."""
+    """How much of a GPU-less build the tuning table decided: kernels and GEMMs, and the kernels
+    with configurations to choose from that it had no entry for, by name (what to tune)."""
     kernels = [k for found in cap.kernels.values() for k in found.values()]
     tuned = sum(k.config_origin == tuning.origin for k in kernels)
     choices = [c for found in cap.gemm_timings.values() for c in found]
@@ -221,4 +223,13 @@ def tuning_coverage(cap, tuning) -> str:
             f" (measured under torch {measured_with}, built under {cap.versions.get('torch')}: "
             "kernels fused otherwise than where the table was timed may not keep its times)"
         )
+    missed = [
+        f"{graph} {k.entry}"
+        for graph, found in sorted(cap.kernels.items())
+        for k in found.values()
+        if k.config_origin not in (tuning.origin, ONLY_CONFIG)
+    ]
+    if missed:
+        more = f" and {len(missed) - 3} more" if len(missed) > 3 else ""
+        note += f"; not in the table: {', '.join(missed[:3])}{more}"
     return note

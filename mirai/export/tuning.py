@@ -14,7 +14,7 @@ where Inductor's autotuner times every candidate, and writes what it kept to a J
 A GPU-less build given the table (`mirai build --tuning FILE`) takes those choices wherever its own
 capture meets the same key, and its heuristics elsewhere; the manifest says which, kernel by
 kernel. A key the table lacks (another batch, a kernel another torch fused differently) is not an
-error: the build reports how much of it the table covered.
+error: the build reports how much of it the table covered, and names the kernels it missed.
 
     >>> table = TuningTable(device="H200", target="sm_90", precision="tf32", versions={})
     >>> table.kernel_entry("forward", "triton_poi_fused_0", {"x": 1024}) is None

@@ -20,6 +20,7 @@ import torch
 import mirai
 from mirai.errors import MiraiError
 from mirai.export.build import tuning_coverage
+from mirai.export.capture.configs import ONLY_CONFIG
 from mirai.export.capture import capture
 from mirai.export.tuning import GemmEntry, TuningTable, kernel_key, size_hints
 from mirai.export.verify import table as row_table
@@ -222,6 +223,15 @@ def test_a_gpuless_build_takes_the_tables_choices_and_computes_right(tmp_path, h
     note = tuning_coverage(cap, table)
     assert f"set 1 of {sum(len(k) for k in cap.kernels.values())} kernel configurations" in note
     assert f"measured under torch test, built under {torch.__version__}" in note
+    # the kernels with configurations to choose from that the table did not set are named
+    missed = [
+        f"{graph} {k.entry}"
+        for graph, found in sorted(cap.kernels.items())
+        for k in found.values()
+        if k.config_origin not in (table.origin, ONLY_CONFIG)
+    ]
+    assert missed and f"not in the table: {missed[0]}" in note, note
+    assert kernel.name not in note.split("not in the table:")[1], note
 
     rows = verify(pffn, pffn_small, tmp_path / "tuned", device="cpu", runner=host)
     assert rows and all(r.ok for r in rows), row_table(rows)

@@ -24,6 +24,8 @@ import re
 
 from mirai.gpu.kernels import load_kernel
 
+# the origin of a kernel with a single configuration: nothing to time, so nothing for a table to set
+ONLY_CONFIG = "the kernel's only configuration"
 _MAX_AUTOTUNE = re.compile(r"(['\"]max_autotune(?:_pointwise)?['\"]\s*:\s*)True")
 
 
@@ -35,7 +37,7 @@ def gpuless_config(name: str, source: str, tuner, sms: int, why: str = "no GPU t
     """(config, origin) for kernel `name` of module `source`, whose autotuner is `tuner`, on a
     device of `sms` streaming multiprocessors; `why` says in the origin why nothing was timed."""
     if len(tuner.configs) == 1:
-        return tuner.configs[0], "the kernel's only configuration"
+        return tuner.configs[0], ONLY_CONFIG
     plain = _without_max_autotune(source)
     if plain != source:
         try:
