@@ -41,9 +41,11 @@ CONFIGS = (
 # copies took 12 of a training forward's 32 us on an H100 (bench/RESULTS-pffn.md).
 
 
-def config_for(m: int) -> dict:
-    """The kernel's configuration for M rows (see CONFIGS)."""
-    return next(dict(c) for bound, c in CONFIGS if bound is None or m <= bound)
+def config_for(m: int, configs=CONFIGS) -> dict:
+    """The configuration for M rows from `configs` ((bound, config) pairs, the last bound None):
+    the first whose bound is at least M. By default this kernel's CONFIGS; the fusions' other
+    kernels pass their own."""
+    return next(dict(c) for bound, c in configs if bound is None or m <= bound)
 
 
 def size_hint(size) -> int:
