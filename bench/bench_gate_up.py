@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from mirai.export.fusions.gate_up import SMALL_M, config_for, launch  # noqa: E402
-from results import candidates_table, kernel_bench, ranked_table  # noqa: E402
+from results import candidates_report, kernel_bench, ranked_table  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-gate-up.md"
 TITLE = "# gate/up benchmark"
@@ -224,24 +224,17 @@ def render_sweep(found: dict, versions: str) -> str:
 
 
 def render(rows: dict, versions: str) -> str:
-    peer = "cuBLAS x2 + fused pointwise (torch.compile)"
-    flops = lambda b: 2 * 2 * E * b * D * H  # noqa: E731  (two GEMMs)
-    lines = [
+    return candidates_report(
         TITLE,
-        "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Milliseconds per call of "
         "`silu(x @ w_gate + b_gate) * (x @ w_up + b_up)` (the first half of pffn's forward), per "
         "call / GPU time alone (CUDA graphs); vs peer: the peer's GPU time / this GPU time; "
         "TFLOP/s of the two GEMMs in GPU time; relative error against float64.",
-        "",
-        *candidates_table(rows, peer, flops),
-    ]
-    lines.append("")
-    lines.append(
-        "The fused kernel runs the export's configuration for each batch "
-        f"({', '.join(f'{b}: {label(config_for(b))}' for b in rows)})."
+        rows,
+        "cuBLAS x2 + fused pointwise (torch.compile)",
+        lambda b: 2 * 2 * E * b * D * H,  # two GEMMs
+        lambda b: label(config_for(b)),
     )
-    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:

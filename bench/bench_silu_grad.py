@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from mirai.export.fusions.silu_grad import config_for, launch  # noqa: E402
-from results import candidates_table, kernel_bench, ranked_table  # noqa: E402
+from results import candidates_report, kernel_bench, ranked_table  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-silu-grad.md"
 TITLE = "# silu_grad benchmark"
@@ -171,24 +171,18 @@ def render_sweep(found: dict, versions: str) -> str:
 
 
 def render(rows: dict, versions: str) -> str:
-    peer = "cuBLAS + fused pointwise and sums (torch.compile)"
-    lines = [
+    return candidates_report(
         TITLE,
-        "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Milliseconds per call of "
         "the down projection's input gradient, SiLU product's gradients and their row sums (the "
         "start of pffn's backward), per call / GPU time alone (CUDA graphs); vs peer: the peer's "
         "GPU time / this GPU time; TFLOP/s of the GEMM in GPU time; the largest relative error of "
         "the four results against float64.",
-        "",
-        *candidates_table(rows, peer, _flops),
-    ]
-    lines.append("")
-    lines.append(
-        "The fused kernel runs the export's configuration for each batch "
-        f"({', '.join(f'{b}: {label(config_for(b))}' for b in rows)})."
+        rows,
+        "cuBLAS + fused pointwise and sums (torch.compile)",
+        _flops,
+        lambda b: label(config_for(b)),
     )
-    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:

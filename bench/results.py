@@ -1,7 +1,8 @@
 """What the benches share: timing calls side by side in rounds (`timed_side_by_side`, from
 mirai.gpu.timing, which `mirai tune` uses too; `without_grad`), and recording Markdown results, the new text on
 top and the earlier results kept below it (`record`); and the two tables of the kernel benches
-(bench_gate_up, bench_silu_grad): candidates against a peer (`candidates_table`) and a configuration
+(bench_gate_up, bench_silu_grad): candidates against a peer (`candidates_table`, in the text
+`candidates_report`) and a configuration
 sweep ranked against the export's own (`ranked_table`), and their command line (`kernel_bench`).
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
@@ -63,6 +64,23 @@ def candidates_table(rows: dict, peer: str, flops) -> list[str]:
                 f"{row['errors'][name]:.1e} |"
             )
     return lines
+
+
+def candidates_report(title: str, summary: str, rows: dict, peer: str, flops, label_for) -> str:
+    """A kernel bench's comparison as Markdown: `title`, its dated `summary` paragraph, the
+    candidates table (`candidates_table`) and the configuration the export's kernel ran at each
+    batch (`label_for(batch)`)."""
+    chosen = ", ".join(f"{batch}: {label_for(batch)}" for batch in rows)
+    lines = [
+        title,
+        "",
+        summary,
+        "",
+        *candidates_table(rows, peer, flops),
+        "",
+        f"The fused kernel runs the export's configuration for each batch ({chosen}).",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def ranked_table(found: dict, flops, leading: tuple[str, ...] = ("B",)) -> list[str]:

@@ -58,3 +58,21 @@ def test_the_sweep_table_ranks_against_the_export_configuration():
     )
     assert "| 8000 | 64x64x64 w4 s3 | 0.5000 | 67 | 1.20x |" in text, text
     assert "| 8000 | 128x128x32 w8 s3 (export) | 0.6000 | 56 | 1.00x |" in text, text
+
+
+def test_the_comparison_table_rates_candidates_against_the_peer_and_names_the_configuration():
+    import sys
+
+    sys.path.insert(0, "bench")
+    from bench_silu_grad import render
+
+    peer = "cuBLAS + fused pointwise and sums (torch.compile)"
+    row = {
+        "ms": {"fused (export)": 0.7, peer: 0.8},
+        "gpu_ms": {"fused (export)": 0.5, peer: 0.6},
+        "errors": {"fused (export)": 1.6e-3, peer: 5.4e-4},
+    }
+    text = render({8000: row}, "GPU, versions")
+    assert "| 8000 | fused (export) | 0.700 | 0.500 | 1.20x | 67 | 1.6e-03 |" in text, text
+    assert f"| 8000 | {peer} | 0.800 | 0.600 | 1.00x | 56 | 5.4e-04 |" in text, text
+    assert text.rstrip().endswith("for each batch (8000: 64x64x64 w4 s3)."), text
