@@ -1,9 +1,9 @@
 """What the benches share: timing calls side by side in rounds (`timed_side_by_side`, from
 mirai.gpu.timing, which `mirai tune` uses too; `without_grad`), and recording Markdown results, the new text on
 top and the earlier results kept below it (`record`); and the two tables of the kernel benches
-(bench_gate_up, bench_silu_grad): candidates against a peer (`candidates_table`, in the text
-`candidates_report`) and a configuration
-sweep ranked against the export's own (`ranked_table`), and their command line (`kernel_bench`).
+(bench_gate_up, bench_silu_grad): candidates against a peer (`candidates_table`, and the whole
+text around it, `candidates_report`) and a configuration sweep ranked against the export's own
+(`ranked_table`), and their command line (`kernel_bench`).
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
 
