@@ -7,8 +7,10 @@ Each DIR is a build of examples/pffn.py that serves --batch: a static one at it 
 (<prepared>/bucketed, <prepared>/fused). It compiles the static-shape peer (torch.compile, mode
 max-autotune-no-cudagraphs, dynamic=False; `--no-peer` leaves it out, which saves its minutes of
 autotuning when only builds are compared), warms every candidate up, then profiles --calls
-forward+backward calls of each and prints torch.profiler's table of CUDA kernels, by total time. The generated ops run
-through their C interface; CUPTI sees their kernels and cuBLASLt's like any other.
+forward+backward calls of each and prints torch.profiler's table of CUDA kernels, by total time,
+and then one Markdown table of every kernel's GPU time per call with the candidates side by side
+(`side_by_side`), which is what a comparison of builds reads. The generated ops run through their C
+interface; CUPTI sees their kernels and cuBLASLt's like any other.
 """
 
 from __future__ import annotations
@@ -20,6 +22,51 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
+
+
+def kernel_times(prof) -> dict[str, tuple[float, int]]:
+    """{kernel: (GPU microseconds in all, launches)} of a torch.profiler profile: the events that
+    took time on the device (kernels, memsets, copies)."""
+    found = {}
+    for event in prof.key_averages():
+        us = getattr(event, "self_device_time_total", None)
+        if us is None:  # the name before torch 2.4
+            us = getattr(event, "self_cuda_time_total", 0)
+        if us > 0:
+            found[event.key] = (float(us), int(event.count))
+    return found
+
+
+def side_by_side(times: dict, calls: int, width: int = 70) -> list[str]:
+    """Markdown rows: one per kernel (the slowest first, by its largest time in any candidate), one
+    column per candidate of `times` ({candidate: kernel_times(...)}): microseconds per call and, in
+    brackets, launches per call; a dash where a candidate ran no such kernel; a last row of all
+    kernels together. Names longer than `width` are cut."""
+    names = sorted(
+        {name for found in times.values() for name in found},
+        key=lambda name: (-max(found.get(name, (0.0, 0))[0] for found in times.values()), name),
+    )
+
+    def cell(found, name):
+        if name not in found:
+            return "-"
+        us, count = found[name]
+        return f"{us / calls:.1f} ({count / calls:g})"
+
+    def short(name):
+        return name if len(name) <= width else name[: width - 3] + "..."
+
+    lines = [
+        "| kernel | " + " | ".join(times) + " |",
+        "|---|" + "---|" * len(times),
+    ]
+    lines += [
+        f"| {short(name)} | " + " | ".join(cell(found, name) for found in times.values()) + " |"
+        for name in names
+    ]
+    totals = (sum(us for us, _ in found.values()) / calls for found in times.values())
+    lines.append("| all kernels | " + " | ".join(f"{us:.1f}" for us in totals) + " |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -54,6 +101,7 @@ def main(argv=None) -> int:
         for _ in range(5):
             fn()
     torch.cuda.synchronize()
+    times = {}
     for name, fn in candidates.items():
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(args.calls):
@@ -65,6 +113,12 @@ def main(argv=None) -> int:
                 sort_by="cuda_time_total", row_limit=25, max_name_column_width=90
             )
         )
+        times[name] = kernel_times(prof)
+    print(
+        f"## GPU time per forward+backward call, B={args.batch}, us (launches per call in "
+        f"brackets), {torch.cuda.get_device_name()}, torch {torch.__version__}\n"
+    )
+    print("\n".join(side_by_side(times, args.calls)))
     return 0
 
 
