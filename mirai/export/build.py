@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -49,6 +50,20 @@ def _check_output_dir(output_dir: Path) -> None:
             pass
     except OSError as err:
         raise MiraiError(f"output directory {str(output_dir)!r} is not writable: {err}") from None
+
+
+def _one_variant_note(cap, sample_inputs) -> str:
+    """What a dynamic build without buckets should tell its user: one variant serves every batch."""
+    batches = set()
+    for index, dim in cap.symbols.values():
+        with contextlib.suppress(Exception):
+            batches.add(int(sample_inputs[index].shape[dim]))
+    at = f" ({', '.join(map(str, sorted(batches)))})" if batches else ""
+    return (
+        f"dynamic, one variant: every batch runs the kernels and configurations chosen at the "
+        f"sample batch{at}; batches far from it may run slower than they could, and buckets "
+        f"(--buckets 64,512,...) give each range of batches its own"
+    )
 
 
 def build(
@@ -162,6 +177,8 @@ def build(
             labels = [f"at batch {b.sample}: " for b, _ in variants]
             cap = captures[0]
         timings["capture"] = time.perf_counter() - t
+        if dynamic and buckets is None:
+            show.note(_one_variant_note(cap, sample_inputs))
         if any(cap.fused.values()):  # the manifest records the zeros too
             show.note("fused: " + ", ".join(f"{name} x{n}" for name, n in cap.fused.items() if n))
         for one, label in zip(captures, labels):

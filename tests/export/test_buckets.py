@@ -155,3 +155,15 @@ def test_a_c_interface_library_exports_its_functions_and_shares_no_state(buckete
         f"mirai_PffnFwd_{name}"
         for name in ("num_symbols", "num_launches", "binaries", "bind", "output_shape", "run")
     ), ours
+
+
+def test_a_dynamic_build_without_buckets_says_one_variant_serves_every_batch(tmp_path, capsys):
+    from tests.export.user_triton_op import samples, user_shift
+
+    mirai.build(user_shift, samples(40), output_dir=tmp_path / "one", dynamic=True)
+    err = capsys.readouterr().err
+    assert "dynamic, one variant: every batch runs the kernels and configurations chosen at " in err
+    assert "the sample batch (40); " in err and "--buckets" in err
+    mirai.build(user_shift, samples(40), output_dir=tmp_path / "two", dynamic=True, buckets=[8, 40])
+    err = capsys.readouterr().err
+    assert "at batches 8, 40" in err and "one variant" not in err
