@@ -29,11 +29,8 @@ def kernel_times(prof) -> dict[str, tuple[float, int]]:
     took time on the device (kernels, memsets, copies)."""
     found = {}
     for event in prof.key_averages():
-        us = getattr(event, "self_device_time_total", None)
-        if us is None:  # the name before torch 2.4
-            us = getattr(event, "self_cuda_time_total", 0)
-        if us > 0:
-            found[event.key] = (float(us), int(event.count))
+        if event.self_device_time_total > 0:
+            found[event.key] = (float(event.self_device_time_total), int(event.count))
     return found
 
 
