@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import sys
 from datetime import date
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from mirai.export.fusions.silu_grad import config_for, launch  # noqa: E402
-from results import candidates_report, kernel_bench, ranked_table  # noqa: E402
+from results import candidates_report, kernel_bench, ranked_configs, ranked_table  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-silu-grad.md"
 TITLE = "# silu_grad benchmark"
@@ -124,28 +125,15 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
     """{batch: [(label, GPU ms), ...] best first}: every configuration of the grid timed once as a
     CUDA graph, then the best `top` and the export's own side by side in `rounds` rounds."""
     import torch
-    from triton.runtime.errors import OutOfResources
-    from triton.testing import do_bench_cudagraph
-
-    from mirai.gpu.timing import timed_side_by_side
 
     g = torch.Generator(device="cuda").manual_seed(0)
     grid = configurations()
     found = {}
     for batch in batches:
         args = inputs(batch, g)
-        first = {}
-        for config in grid:
-            try:
-                first[label(config)] = do_bench_cudagraph(fused(args, config), rep=20)
-            except OutOfResources:
-                continue
-        best = sorted(first, key=first.get)[:top]
-        chosen = {label(c): fused(args, c) for c in grid if label(c) in best}
-        chosen[label(config_for(batch)) + " (export)"] = fused(args)
-        timed = timed_side_by_side(chosen, rounds, graphs=True)
-        found[batch] = sorted(timed.items(), key=lambda item: item[1])
-        print(f"B={batch}: {len(first)} configurations ran", flush=True)
+        export = label(config_for(batch))
+        found[batch] = ranked_configs(grid, label, partial(fused, args), export, rounds, top)
+        print(f"B={batch}:", flush=True)
         for name, ms in found[batch]:
             print(f"    {name}: {ms:.4f} ms", flush=True)
     return found

@@ -1,9 +1,10 @@
 """What the benches share: timing calls side by side in rounds (`timed_side_by_side`, from
 mirai.gpu.timing, which `mirai tune` uses too; `without_grad`), and recording Markdown results, the new text on
 top and the earlier results kept below it (`record`); and the two tables of the kernel benches
-(bench_gate_up, bench_silu_grad): candidates against a peer (`candidates_table`, and the whole
-text around it, `candidates_report`) and a configuration sweep ranked against the export's own
-(`ranked_table`), and their command line (`kernel_bench`).
+(bench_gate_up, bench_silu_grad, bench_few_rows): candidates against a peer (`candidates_table`,
+and the whole text around it, `candidates_report`) and a configuration sweep ranked against the
+export's own (`ranked_table`, from the timings `ranked_configs` takes), and their command line
+(`kernel_bench`).
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
 
@@ -101,8 +102,30 @@ def ranked_table(found: dict, flops, leading: tuple[str, ...] = ("B",)) -> list[
     return lines
 
 
+def ranked_configs(grid, label, call, export: str, rounds: int, top: int = 5) -> list:
+    """[(label, GPU ms), ...] best first, for one kernel at one size: every configuration of `grid`
+    timed once as a CUDA graph (`call(config)` gives what to time; configurations the chip cannot
+    run are passed over), then the best `top` and the export's own (`call(None)`, labelled `export`
+    + " (export)") side by side in `rounds` rounds."""
+    from triton.runtime.errors import OutOfResources
+    from triton.testing import do_bench_cudagraph
+
+    first = {}
+    for config in grid:
+        try:
+            first[label(config)] = do_bench_cudagraph(call(config), rep=20)
+        except OutOfResources:
+            continue
+    best = sorted(first, key=first.get)[:top]
+    chosen = {label(c): call(c) for c in grid if label(c) in best}
+    chosen[f"{export} (export)"] = call(None)
+    timed = timed_side_by_side(chosen, rounds, graphs=True)
+    print(f"{len(first)} of {len(grid)} configurations ran", flush=True)
+    return sorted(timed.items(), key=lambda item: item[1])
+
+
 def kernel_bench(argv, module, default_batches: str) -> int:
-    """The command line of a kernel bench: `module` (bench_gate_up, bench_silu_grad) gives its
+    """The command line of a kernel bench: `module` (bench_gate_up, bench_silu_grad, ...) gives its
     docstring, `measure(batch, rounds)` and `render(rows, versions)` for the comparison with its
     peers, `sweep(batches, rounds)` and `render_sweep(found, versions)` for `--sweep`, and `RESULTS`
     and `TITLE` for the record."""

@@ -22,7 +22,8 @@ What each does: `gate_up` computes both of a gated layer's GEMMs, the biases, Si
 product in one Triton kernel; `gate_up_linear` runs the same kernel over dense layers and
 nn.Linear weights. `gate_up_down` takes pffn's down projection in too, for its backward's sake:
 there the down GEMM's input gradient, SiLU's gradient and the biases' sums run as one kernel; it
-also takes the down projection's bias and the transpose back to [M, E, D] when they follow.
+also takes the down projection's bias and the transpose back to [M, E, D] when they follow,
+running that GEMM in cuBLASLt or, at few rows, as a Triton kernel (mirai.export.fusions.few_rows).
 `bmm_rows` writes such a transposed GEMM result ([E, M, N] -> [M, E, N], pffn's output) from the
 GEMM itself, the bias in cuBLASLt's epilogue, instead of a kernel after it. The gate/up
 operators' backward writes the input's gradient the same way where the input is such a transposed

@@ -58,6 +58,16 @@ def size_hint(size) -> int:
 
 
 @triton.jit
+def tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(expert, row of tiles, first column) of tile number `tile` over [E, M, N] in BLOCK_M x
+    BLOCK_N tiles, numbered expert-major, then by rows of tiles (the fusions' kernels all number
+    them so: neighbouring programs share their rows of the first operand)."""
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_e = tl.cdiv(M, BLOCK_M) * tiles_n
+    return tile // tiles_e, (tile % tiles_e) // tiles_n, (tile % tiles_n) * BLOCK_N
+
+
+@triton.jit
 def gate_up_tile(
     tile, x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr, gate_ptr, up_ptr,
     M, N, K,
@@ -68,13 +78,9 @@ def gate_up_tile(
     PRECISION: tl.constexpr, HAS_BIAS: tl.constexpr, RESIDUALS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
-    """One BLOCK_M x BLOCK_N tile of the outputs; tiles are numbered expert-major, then by rows of
-    tiles, so neighbouring programs share their tile of x."""
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    tiles_e = tl.cdiv(M, BLOCK_M) * tiles_n
-    e = tile // tiles_e
-    m0 = ((tile % tiles_e) // tiles_n) * BLOCK_M
-    n0 = (tile % tiles_n) * BLOCK_N
+    """One BLOCK_M x BLOCK_N tile of the outputs (numbered as tile_origin does)."""
+    e, tm, n0 = tile_origin(tile, M, N, BLOCK_M, BLOCK_N)
+    m0 = tm * BLOCK_M
     rm = m0 + tl.arange(0, BLOCK_M)
     rn = n0 + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)

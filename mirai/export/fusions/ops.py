@@ -9,7 +9,8 @@ kernel, which the capture records like any other. Registered on import (once per
 - `mirai::gate_up_down_train(x, w_gate, b_gate, w_up, b_up, w_down, b_down, rows)` -> (that product
   @ w_down, the product, the gate sum, the up sum), differentiable: where only its first result is
   used (the rewrite's case), its backward starts with `mirai::silu_grad`; with `rows`, the first
-  result comes with b_down added, as [M, E, D] (`mirai::bmm_rows`);
+  result comes with b_down added, as [M, E, D] (`mirai::bmm_rows`; at few rows, FEW_ROWS or less,
+  the Triton kernel of mirai.export.fusions.few_rows, whose launch costs the host less);
 - `mirai::silu_grad(d_y, w_down, gate, up)` -> (d_gate, d_up, their sums over rows): d_y @ w_down^T
   with SiLU's gradient in the epilogue (mirai.export.fusions.silu_grad);
 - `mirai::bmm_rows(a, b, bias, acc)` -> (a @ b + bias).transpose(0, 1) + acc, stored [M, E, N]: a
@@ -34,6 +35,8 @@ import torch
 from torch import Tensor
 from torch.library import custom_op, triton_op, wrap_triton
 
+from mirai.export.fusions.few_rows import FEW_ROWS
+from mirai.export.fusions.few_rows import launch as few_rows_launch
 from mirai.export.fusions.gate_up import SMALL_M, k_major, launch, size_hint
 from mirai.export.fusions.silu_grad import launch as silu_grad_launch
 
@@ -154,6 +157,9 @@ def gate_up_down_train(
     """The down projection's result is `product @ w_down` [E, M, D]; with `rows`, that plus
     `b_down` [E, 1, D] stored as [M, E, D] (`mirai::bmm_rows`)."""
     out, gate, up = _run(x, w_gate, b_gate, w_up, b_up, residuals=True)
+    if rows and size_hint(x.shape[1]) <= FEW_ROWS:  # a Triton launch costs the host less
+        y = few_rows_launch(out, w_down, b_down, precision=dot_precision(), run=wrap_triton)
+        return y, out, gate, up
     if rows:
         return torch.ops.mirai.bmm_rows(out, w_down, b_down, None), out, gate, up
     return torch.bmm(out, w_down), out, gate, up

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from mirai.export.fusions import gate_up
-from mirai.export.fusions.gate_up import size_hint
+from mirai.export.fusions.gate_up import size_hint, tile_origin
 
 # One configuration for every M: the fastest of 42 in a sweep on an H100 at B = 2000 and 8000, and
 # within 1% of the fastest at B = 512 (bench/bench_silu_grad.py --sweep). 64 x 64 tiles hold one
@@ -79,13 +79,8 @@ def silu_grad_kernel(
     column sums of both over this tile's rows, into row m // BLOCK_M of sum_g and sum_u
     [E, cdiv(M, BLOCK_M), N]. Tiles are numbered expert-major, then by rows of tiles. EARLY: load
     the tiles of gate and up before the GEMM rather than after it."""
-    tile = tl.program_id(0)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    tiles_e = tl.cdiv(M, BLOCK_M) * tiles_n
-    e = tile // tiles_e
-    tm = (tile % tiles_e) // tiles_n
+    e, tm, n0 = tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N)
     m0 = tm * BLOCK_M
-    n0 = (tile % tiles_n) * BLOCK_N
     rm = m0 + tl.arange(0, BLOCK_M)
     rn = n0 + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
