@@ -22,8 +22,9 @@ e, m, k, n = 3, 21, 40, 72   # partial tiles along M, K and N for 16x32x16 block
 h = torch.randn(m, e, k, generator=g).transpose(0, 1)   # not contiguous: strides are read
 w = torch.randn(e, k, n, generator=g) * k**-0.5
 report = {}
-for name, bias in (("bias", torch.randn(e, 1, n, generator=g)), ("shared bias", torch.randn(n, generator=g)),
-                   ("no bias", None)):
+biases = {"bias": torch.randn(e, 1, n, generator=g), "shared bias": torch.randn(n, generator=g),
+          "no bias": None}
+for name, bias in biases.items():
     got = launch(h, w, bias, precision="ieee", config={
         "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1})
     expect = reference(h.double(), w.double(), 0.0 if bias is None else bias.double())

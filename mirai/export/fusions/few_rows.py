@@ -23,13 +23,13 @@ from mirai.export.fusions.gate_up import size_hint, tile_origin
 # The most rows per expert for which the down projection runs as this kernel rather than cuBLASLt:
 # the largest M swept (below); past it cuBLASLt, as measured before this kernel existed.
 FEW_ROWS = 64
-# Configurations by rows, as gate_up.CONFIGS: the fastest of a sweep on an H100 (bench/bench_few_rows.py
-# --sweep, at pffn's E = 8, K = 1024, N = 256; GPU time of the kernel as a CUDA graph): 6.0 us at
+# Configurations by rows, as gate_up.CONFIGS: the fastest of a sweep on an H100 at pffn's E = 8,
+# K = 1024, N = 256 (bench/RESULTS-few-rows.md; GPU time of the kernel as a CUDA graph): 6.0 us at
 # M = 8 and 6.2 us at M = 64, where torch's cuBLAS bmm took 10.4 and 9.4 us and baddbmm (with the
-# bias) 12.6 and 11.8. Blocks of 16 rows by 16 columns at M = 8 and 32 by 32 at M = 64 both give
-# 128 programs, one per multiprocessor near enough (an H100 has 132), without splitting K. Pipelined loads (3 stages)
-# of K blocks of 128 ran 2.3x faster here than one stage of 64, the configuration first used (14.2
-# and 14.4 us).
+# bias) 12.6 and 11.8. Blocks of 16 rows by 16 columns at M = 8 and of 32 by 32 at M = 64 both give
+# 128 programs, about one per multiprocessor (an H100 has 132), without splitting K. Pipelined
+# loads (3 stages) of K blocks of 128 ran 2.3x faster than the one stage of 64 first used in the
+# op (14.2 and 14.4 us).
 CONFIGS = (
     (16, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3}),
     (None, {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3}),
