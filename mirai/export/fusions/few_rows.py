@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from mirai.export.fusions import gate_up
-from mirai.export.fusions.gate_up import size_hint, tile_origin
+from mirai.export.fusions.gate_up import rows_dot, size_hint, tile_origin
 
 # The most rows per expert for which the down projection runs as this kernel rather than cuBLASLt:
 # the largest M swept (below); past it cuBLASLt, as measured before this kernel existed.
@@ -59,21 +59,11 @@ def rows_kernel(
     m0 = tm * BLOCK_M
     rm = m0 + tl.arange(0, BLOCK_M)
     rn = n0 + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
     n_ok = rn < N
-    # rows past M read row M - 1 again (their results are never stored), so the loads of `a` are
-    # masked by K alone
-    rows = tl.minimum(rm, M - 1)
-    a = a_ptr + e * sa_e + rows[:, None] * sa_m + rk[None, :] * sa_k
-    b = b_ptr + e * sb_e + rk[:, None] * sb_k + rn[None, :] * sb_n
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_ok = (k0 + rk) < K
-        x = tl.load(a, mask=k_ok[None, :], other=0.0)
-        w = tl.load(b, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = tl.dot(x, w, acc, input_precision=PRECISION)
-        a += BLOCK_K * sa_k
-        b += BLOCK_K * sb_k
+    acc = rows_dot(
+        a_ptr, b_ptr, e, rm, rn, M, N, K, sa_e, sa_m, sa_k, sb_e, sb_k, sb_n,
+        PRECISION, BLOCK_M, BLOCK_N, BLOCK_K,
+    )  # fmt: skip
     if HAS_BIAS:
         acc += tl.load(bias_ptr + e * sc_e + rn * sc_n, mask=n_ok, other=0.0)[None, :]
     out = out_ptr + e * so_e + rm[:, None] * so_m + rn[None, :] * so_n

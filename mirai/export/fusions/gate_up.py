@@ -68,6 +68,29 @@ def tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
+def rows_dot(
+    a_ptr, b_ptr, e, rm, rn, M, N, K, sa_e, sa_m, sa_k, sb_e, sb_k, sb_n,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """a[e][rm] @ b[e][:, rn] for a [E, M, K] and b [E, K, N] (their strides given), in fp32: one
+    tile of a batched GEMM. Rows past M read row M - 1 again rather than being masked (their results
+    are the caller's to leave unstored), so the loads do not depend on what Triton knows of M."""
+    rk = tl.arange(0, BLOCK_K)
+    rows = tl.minimum(rm, M - 1)
+    a = a_ptr + e * sa_e + rows[:, None] * sa_m + rk[None, :] * sa_k
+    b = b_ptr + e * sb_e + rk[:, None] * sb_k + rn[None, :] * sb_n
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + rk) < K
+        x = tl.load(a, mask=k_ok[None, :], other=0.0)
+        w = tl.load(b, mask=k_ok[:, None] & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, w, acc, input_precision=PRECISION)
+        a += BLOCK_K * sa_k
+        b += BLOCK_K * sb_k
+    return acc
+
+
+@triton.jit
 def gate_up_tile(
     tile, x_ptr, wg_ptr, wu_ptr, bg_ptr, bu_ptr, out_ptr, gate_ptr, up_ptr,
     M, N, K,

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from mirai.export.fusions import gate_up
-from mirai.export.fusions.gate_up import size_hint, tile_origin
+from mirai.export.fusions.gate_up import rows_dot, size_hint, tile_origin
 
 # One configuration for every M: the fastest of 42 in a sweep on an H100 at B = 2000 and 8000, and
 # within 1% of the fastest at B = 512 (bench/bench_silu_grad.py --sweep). 64 x 64 tiles hold one
@@ -83,26 +83,18 @@ def silu_grad_kernel(
     m0 = tm * BLOCK_M
     rm = m0 + tl.arange(0, BLOCK_M)
     rn = n0 + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
     n_ok = rn < N
     mask = (rm[:, None] < M) & n_ok[None, :]
     saved = e * sg_e + rm[:, None] * sg_m + rn[None, :] * sg_n
     if EARLY:  # the epilogue's operands first, their loads overlapping the GEMM's
         gate = tl.load(gate_ptr + saved, mask=mask, other=0.0)
         up = tl.load(up_ptr + saved, mask=mask, other=0.0)
-    # Rows past M read row M - 1 again rather than being masked (their results are never stored), so
-    # the GEMM's loads do not depend on what Triton knows of M either (see the epilogue below).
-    rows = tl.minimum(rm, M - 1)
-    dy = dy_ptr + e * sd_e + rows[:, None] * sd_m + rk[None, :] * sd_k
-    w = w_ptr + e * sw_e + rk[:, None] * sw_k + rn[None, :] * sw_n
-    dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_ok = (k0 + rk) < K
-        a = tl.load(dy, mask=k_ok[None, :], other=0.0)
-        b = tl.load(w, mask=k_ok[:, None] & (rn[None, :] < N), other=0.0)
-        dh = tl.dot(a, b, dh, input_precision=PRECISION)
-        dy += BLOCK_K * sd_k
-        w += BLOCK_K * sw_k
+    # rows past M read row M - 1 again (gate_up.rows_dot), so the GEMM's loads do not depend on
+    # what Triton knows of M either (see the epilogue below)
+    dh = rows_dot(
+        dy_ptr, w_ptr, e, rm, rn, M, N, K, sd_e, sd_m, sd_k, sw_e, sw_k, sw_n,
+        PRECISION, BLOCK_M, BLOCK_N, BLOCK_K,
+    )  # fmt: skip
     if not EARLY:  # loaded in the epilogue; dh stands in for them until then
         gate = dh
         up = dh
