@@ -111,10 +111,8 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
         args = inputs(batch, g)
         grid = configurations(batch)
         export = label(config_for(batch))
-        found[batch] = ranked_configs(grid, label, partial(kernel, args), export, rounds, top)
         print(f"B={batch}:", flush=True)
-        for name, ms in found[batch]:
-            print(f"    {name}: {ms:.4f} ms", flush=True)
+        found[batch] = ranked_configs(grid, label, partial(kernel, args), export, rounds, top)
     return found
 
 

@@ -106,7 +106,7 @@ def ranked_configs(grid, label, call, export: str, rounds: int, top: int = 5) ->
     """[(label, GPU ms), ...] best first, for one kernel at one size: every configuration of `grid`
     timed once as a CUDA graph (`call(config)` gives what to time; configurations the chip cannot
     run are passed over), then the best `top` and the export's own (`call(None)`, labelled `export`
-    + " (export)") side by side in `rounds` rounds."""
+    + " (export)") side by side in `rounds` rounds; prints the ranking as it goes."""
     from triton.runtime.errors import OutOfResources
     from triton.testing import do_bench_cudagraph
 
@@ -119,9 +119,11 @@ def ranked_configs(grid, label, call, export: str, rounds: int, top: int = 5) ->
     best = sorted(first, key=first.get)[:top]
     chosen = {label(c): call(c) for c in grid if label(c) in best}
     chosen[f"{export} (export)"] = call(None)
-    timed = timed_side_by_side(chosen, rounds, graphs=True)
-    print(f"{len(first)} of {len(grid)} configurations ran", flush=True)
-    return sorted(timed.items(), key=lambda item: item[1])
+    ranked = sorted(timed_side_by_side(chosen, rounds, graphs=True).items(), key=lambda i: i[1])
+    print(f"{len(first)} of {len(grid)} configurations ran; the best, in rounds:", flush=True)
+    for name, ms in ranked:
+        print(f"    {name}: {ms:.4f} ms", flush=True)
+    return ranked
 
 
 def kernel_bench(argv, module, default_batches: str) -> int:
