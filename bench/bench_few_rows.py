@@ -1,26 +1,30 @@
-"""The down projection at few rows as the export runs it (a Triton kernel) against cuBLAS.
+"""pffn's GEMMs at few rows as the export runs them (the few_rows Triton kernel) against cuBLAS.
 
     python bench/bench_few_rows.py [--batches 8,64]           # on a GPU
     python bench/bench_few_rows.py --sweep [--batches 8,64]
 
-pffn's forward ends in its down projection, `(h @ w_down + b_down).transpose(0, 1)`: h [E, B, H],
-w_down [E, H, D], the result stored as [B, E, D]. A training build of `gate_up_down` runs it as one
-cuBLASLt GEMM with the bias in its epilogue (`mirai::bmm_rows`), except at few rows (at most
-mirai.export.fusions.few_rows.FEW_ROWS), where it runs `rows_kernel`, whose launch costs the host
-less than a cuBLASLt call does.
+A training build of `gate_up_down` runs pffn's GEMMs outside the fused kernels in cuBLASLt, except
+at few rows (at most mirai.export.fusions.few_rows.FEW_ROWS), where it runs them as `rows_kernel`,
+whose launch costs the host less than a cuBLASLt call does. Four forms, on pffn's shapes (E=8,
+D=256, H=1024, tf32, weights as pffn stores them, [E, D, H] and [E, H, D]):
 
-Candidates, on identical inputs (E=8, D=256, H=1024, tf32, w_down as pffn stores it):
+- `down`: the forward's down projection, `(h @ w_down + b_down).transpose(0, 1)` stored as [B, E, D];
+- `dx`: the backward's input gradient, `(d_gate @ w_gate^T + d_up @ w_up^T)` stored as [B, E, D]
+  (two products in one launch);
+- `dw_gate`: a gate/up weight's gradient `x^T @ d_gate` [E, D, H] with the bias's, d_gate's column
+  sums (the same kernel, the same launch);
+- `dw_down`: the down weight's `h^T @ d_y` [E, H, D] with its bias's.
 
-- the Triton kernel in the export's configuration (mirai.export.fusions.few_rows.config_for);
-- the same under torch.compile (mode max-autotune-no-cudagraphs): a cuBLAS GEMM or a Triton
-  template, and a kernel adding the bias and transposing;
-- eager PyTorch (cuBLAS baddbmm, then a copy into the transposed layout).
+Candidates, on identical inputs: the Triton kernel in the export's configuration
+(few_rows.config_for / weight_config_for); the same computation under torch.compile (mode
+max-autotune-no-cudagraphs: cuBLAS GEMMs or Triton templates, and kernels for the bias, the
+transpose, the sums); eager PyTorch (cuBLAS).
 
-`--sweep` times the kernel alone in every configuration of a grid and ranks them per batch against
-the export's. Timing as in the other benches (mirai.gpu.timing: rounds, medians, CUDA graphs for GPU
-time). Results go on top of bench/RESULTS-few-rows.md (and $OUT when set). The kernel's numbers are
-checked on the CPU, through Triton's interpreter, by tests/test_bench_few_rows.py and
-tests/export/test_fusions.py.
+`--sweep` times the kernel alone in every configuration of a grid, per form and batch, and ranks
+them against the export's. Timing as in the other benches (mirai.gpu.timing: rounds, medians, CUDA
+graphs for GPU time). Results go on top of bench/RESULTS-few-rows.md (and $OUT when set). The
+kernel's numbers are checked on the CPU, through Triton's interpreter, by
+tests/test_bench_few_rows.py and tests/export/test_fusions.py.
 """
 
 from __future__ import annotations
@@ -33,66 +37,130 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from mirai.export.fusions.few_rows import config_for, launch  # noqa: E402
+from mirai.export.fusions.few_rows import (  # noqa: E402
+    config_for,
+    launch,
+    weight_config_for,
+    weight_grad,
+)
 from results import candidates_report, kernel_bench, ranked_configs, ranked_table  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-few-rows.md"
 TITLE = "# few_rows benchmark"
 E, D, H = 8, 256, 1024
+PEER = "cuBLAS + bias, transpose, sums (torch.compile)"
+
+
+FORMS = ("down", "dx", "dw_gate", "dw_down")
 
 
 def reference(h, w_down, b_down):
-    """The same in PyTorch: pffn's down projection with its bias, back in rows."""
+    """The `down` form in PyTorch: pffn's down projection with its bias, back in rows."""
     return (h @ w_down + b_down).transpose(0, 1).contiguous()
 
 
-def inputs(batch: int, generator):
+def references():
+    """{form: what it computes, in PyTorch}."""
+    return {
+        "down": reference,
+        "dx": lambda dg, wg, du, wu: (dg @ wg.transpose(1, 2) + du @ wu.transpose(1, 2))
+        .transpose(0, 1)
+        .contiguous(),
+        "dw_gate": lambda x, d: (x.transpose(1, 2) @ d, d.sum(1, keepdim=True)),
+        "dw_down": lambda x, d: (x.transpose(1, 2) @ d, d.sum(1, keepdim=True)),
+    }
+
+
+def inputs(form: str, batch: int, generator) -> tuple:
+    """The form's operands at `batch` rows, laid out as pffn's op has them."""
     import torch
 
-    h = torch.randn(E, batch, H, device="cuda", generator=generator)
-    w_down = torch.randn(E, H, D, device="cuda", generator=generator) * H**-0.5
-    b_down = torch.randn(E, 1, D, device="cuda", generator=generator) * 0.1
-    return h, w_down, b_down
+    def rand(*shape, scale=1.0):
+        return torch.randn(*shape, device="cuda", generator=generator) * scale
+
+    if form == "down":
+        return rand(E, batch, H), rand(E, H, D, scale=H**-0.5), rand(E, 1, D, scale=0.1)
+    if form == "dx":  # silu_grad's outputs, [E, B, H]; the weights as stored
+        return (
+            rand(E, batch, H),
+            rand(E, D, H, scale=D**-0.5),
+            rand(E, batch, H),
+            rand(E, D, H, scale=D**-0.5),
+        )
+    if form == "dw_gate":  # x, pffn's input seen as [E, B, D]; d_gate
+        return rand(batch, E, D).transpose(0, 1), rand(E, batch, H)
+    return rand(E, batch, H), rand(batch, E, D).transpose(0, 1)  # h; d_y, the result's gradient
 
 
-def kernel(args, config=None):
-    return lambda: launch(*args, precision="tf32", config=config)
+def kernel(form: str, args, config=None):
+    """What the export launches for the form, in `config` (None: the export's)."""
+    if form == "down":
+        return lambda: launch(*args, precision="tf32", config=config)
+    if form == "dx":
+        dg, wg, du, wu = args
+        second = (du, wu.transpose(1, 2))
+        return lambda: launch(
+            dg, wg.transpose(1, 2), None, second=second, precision="tf32", config=config
+        )
+    return lambda: weight_grad(*args, k_major=False, sums=True, precision="tf32", config=config)
+
+
+def export_config(form: str, batch: int) -> dict:
+    return config_for(batch) if form in ("down", "dx") else weight_config_for(batch)
+
+
+def _error(got, expect) -> float:
+    if isinstance(expect, tuple):
+        return max(_error(g, e) for g, e in zip(got, expect))
+    return float((got.double() - expect).norm() / expect.norm())
 
 
 def measure(batch: int, rounds: int) -> dict:
+    """{form: row} at `batch` (results.candidates_table's rows)."""
     import torch
 
     from mirai.gpu.timing import timed_side_by_side
 
-    args = inputs(batch, torch.Generator(device="cuda").manual_seed(0))
-    torch._dynamo.reset()
-    compiled = torch.compile(reference, mode="max-autotune-no-cudagraphs", dynamic=False)
-    expect = reference(*(a.double() for a in args))
-    candidates = {
-        "Triton (export)": kernel(args),
-        "GEMM + bias and transpose (torch.compile)": lambda: compiled(*args),
-        "eager": lambda: reference(*args),
-    }
-    errors = {
-        name: float((fn().double() - expect).norm() / expect.norm())
-        for name, fn in candidates.items()
-    }
-    return {
-        "errors": errors,
-        "ms": timed_side_by_side(candidates, rounds),
-        "gpu_ms": timed_side_by_side(candidates, rounds, graphs=True),
-    }
+    g = torch.Generator(device="cuda").manual_seed(0)
+    found = {}
+    for form, ref in references().items():
+        args = inputs(form, batch, g)
+        torch._dynamo.reset()
+        compiled = torch.compile(ref, mode="max-autotune-no-cudagraphs", dynamic=False)
+        expect = ref(*(a.double() for a in args))
+        candidates = {
+            "Triton (export)": kernel(form, args),
+            PEER: lambda: compiled(*args),
+            "eager": lambda: ref(*args),
+        }
+        errors = {name: _error(fn(), expect) for name, fn in candidates.items()}
+        found[form] = {
+            "errors": errors,
+            "ms": timed_side_by_side(candidates, rounds),
+            "gpu_ms": timed_side_by_side(candidates, rounds, graphs=True),
+        }
+    return found
 
 
-def configurations(batch: int) -> list[dict]:
-    """The grid `--sweep` times at `batch` rows: block shapes (rows no larger than needed),
-    K blocks and pipeline stages, 4 warps."""
-    rows = [bm for bm in (16, 32, 64) if bm == 16 or bm <= batch]
+def configurations(form: str, batch: int) -> list[dict]:
+    """The grid `--sweep` times for a form at `batch` rows, 4 warps. Products (`down`, `dx`): block
+    rows no larger than needed, block columns, K blocks and pipeline stages. Weight gradients, whose
+    K is the rows: tiles of the weight and K blocks no larger than needed."""
+    if form in ("down", "dx"):
+        rows = [bm for bm in (16, 32, 64) if bm == 16 or bm <= batch]
+        return [
+            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": stages}
+            for bm in rows
+            for bn in (16, 32, 64)
+            for bk in (64, 128)
+            for stages in (1, 3)
+        ]
+    depth = [bk for bk in (16, 32, 64) if bk == 16 or bk <= batch]
     return [
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": stages}
-        for bm in rows
-        for bn in (16, 32, 64)
-        for bk in (64, 128)
+        for bm in (32, 64, 128)
+        for bn in (32, 64, 128)
+        for bk in depth
         for stages in (1, 3)
     ]
 
@@ -102,50 +170,56 @@ def label(config: dict) -> str:
 
 
 def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
-    """{batch: [(label, GPU ms), ...] best first} (results.ranked_configs)."""
+    """{(form, batch): [(label, GPU ms), ...] best first} (results.ranked_configs)."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(0)
     found = {}
-    for batch in batches:
-        args = inputs(batch, g)
-        grid = configurations(batch)
-        export = label(config_for(batch))
-        print(f"B={batch}:", flush=True)
-        found[batch] = ranked_configs(grid, label, partial(kernel, args), export, rounds, top)
+    for form in FORMS:
+        for batch in batches:
+            args = inputs(form, batch, g)
+            grid = configurations(form, batch)
+            export = label(export_config(form, batch))
+            print(f"{form} B={batch}:", flush=True)
+            call = partial(kernel, form, args)
+            found[form, batch] = ranked_configs(grid, label, call, export, rounds, top)
     return found
 
 
-def _flops(batch: int) -> int:
-    return 2 * E * batch * D * H
+def _flops(key) -> int:
+    """The GEMM work of a form at a batch (`key`: (form, batch)): `dx` is two products."""
+    form, batch = key
+    return 2 * E * batch * D * H * (2 if form == "dx" else 1)
 
 
 def render_sweep(found: dict, versions: str) -> str:
-    sizes = ", ".join(f"{len(configurations(b))} at B = {b}" for b in found)
+    sizes = ", ".join(f"{len(configurations(f, b))} for {f} at B = {b}" for f, b in found)
     lines = [
         TITLE,
         "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Configuration sweep of "
-        f"the down projection's Triton kernel (`--sweep`): {sizes} configurations of block sizes "
+        f"the few_rows kernel (`--sweep`): {sizes} configurations of block sizes "
         "and stages, timed once each as CUDA graphs (GPU time), then the five best and the "
         "export's own side by side in rounds (medians).",
         "",
-        *ranked_table(found, _flops),
+        *ranked_table(found, _flops, leading=("form", "B")),
     ]
     return "\n".join(lines) + "\n"
 
 
 def render(rows: dict, versions: str) -> str:
+    keyed = {(form, batch): row for batch, forms in rows.items() for form, row in forms.items()}
     return candidates_report(
         TITLE,
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Milliseconds per call of "
-        "pffn's down projection with its bias, stored as [B, E, D], per call / GPU time alone "
-        "(CUDA graphs); vs peer: the peer's GPU time / this GPU time; TFLOP/s of the GEMM in GPU "
-        "time; relative error against float64.",
-        rows,
-        "GEMM + bias and transpose (torch.compile)",
+        "pffn's GEMMs at few rows (the forms of this bench's docstring), per call / GPU time alone "
+        "(CUDA graphs); vs peer: the peer's GPU time / this GPU time; TFLOP/s of the GEMMs in GPU "
+        "time; relative error against float64 (the largest of a form's results).",
+        keyed,
+        PEER,
         _flops,
-        lambda b: label(config_for(b)),
+        lambda key: label(export_config(*key)),
+        leading=("form", "B"),
     )
 
 

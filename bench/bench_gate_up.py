@@ -204,7 +204,7 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
 
 
 def render_sweep(found: dict, versions: str) -> str:
-    flops = lambda b: 2 * 2 * E * b * D * H  # noqa: E731  (two GEMMs)
+    flops = lambda key: 2 * 2 * E * key[-1] * D * H  # noqa: E731  (two GEMMs; key: (variant, B))
     batches = sorted({batch for _, batch in found})
     sizes = ", ".join(f"{len(configurations(b))} configurations at B = {b}" for b in batches)
     lines = [

@@ -50,34 +50,39 @@ def record(path: Path, text: str, title: str) -> str:
     return text
 
 
-def candidates_table(rows: dict, peer: str, flops) -> list[str]:
-    """Markdown rows of {batch: {"ms", "gpu_ms", "errors": {candidate: value}}}: per call and GPU time,
-    the ratio to `peer`'s GPU time, TFLOP/s (`flops(batch)` in GPU time) and relative error."""
-    lines = [
-        "| B | candidate | ms per call | GPU ms | vs peer | TFLOP/s | rel. error |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for batch, row in rows.items():
+def candidates_table(rows: dict, peer: str, flops, leading: tuple[str, ...] = ("B",)) -> list[str]:
+    """Markdown rows of {key: {"ms", "gpu_ms", "errors": {candidate: value}}}: per call and GPU time,
+    the ratio to `peer`'s GPU time, TFLOP/s (`flops(key)` in GPU time) and relative error. A key
+    is a batch, or a tuple of cells named by `leading` (as ranked_table's)."""
+    header = [*leading, "candidate", "ms per call", "GPU ms", "vs peer", "TFLOP/s", "rel. error"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, row in rows.items():
+        lead = " | ".join(str(c) for c in (key if isinstance(key, tuple) else (key,)))
         for name, gpu in row["gpu_ms"].items():
             lines.append(
-                f"| {batch} | {name} | {row['ms'][name]:.3f} | {gpu:.3f} | "
-                f"{row['gpu_ms'][peer] / gpu:.2f}x | {flops(batch) / gpu / 1e9:.0f} | "
+                f"| {lead} | {name} | {row['ms'][name]:.3f} | {gpu:.3f} | "
+                f"{row['gpu_ms'][peer] / gpu:.2f}x | {flops(key) / gpu / 1e9:.0f} | "
                 f"{row['errors'][name]:.1e} |"
             )
     return lines
 
 
-def candidates_report(title: str, summary: str, rows: dict, peer: str, flops, label_for) -> str:
+def candidates_report(
+    title: str, summary: str, rows: dict, peer: str, flops, label_for, leading=("B",)
+) -> str:
     """A kernel bench's comparison as Markdown: `title`, its dated `summary` paragraph, the
-    candidates table (`candidates_table`) and the configuration the export's kernel ran at each
-    batch (`label_for(batch)`)."""
-    chosen = ", ".join(f"{batch}: {label_for(batch)}" for batch in rows)
+    candidates table (`candidates_table`) and the configuration the export's kernel ran for each
+    key (`label_for(key)`)."""
+    chosen = ", ".join(
+        f"{' '.join(map(str, key)) if isinstance(key, tuple) else key}: {label_for(key)}"
+        for key in rows
+    )
     lines = [
         title,
         "",
         summary,
         "",
-        *candidates_table(rows, peer, flops),
+        *candidates_table(rows, peer, flops, leading),
         "",
         f"The fused kernel runs the export's configuration for each batch ({chosen}).",
     ]
@@ -86,8 +91,8 @@ def candidates_report(title: str, summary: str, rows: dict, peer: str, flops, la
 
 def ranked_table(found: dict, flops, leading: tuple[str, ...] = ("B",)) -> list[str]:
     """Markdown rows of a sweep, {key: [(configuration, GPU ms), ...]}, the key's cells first (named
-    by `leading`; a tuple, or the batch alone), its batch last: TFLOP/s (`flops(batch)`) and the
-    ratio to the configuration marked "(export)"."""
+    by `leading`; a tuple, or the batch alone): TFLOP/s (`flops(key)`) and the ratio to the
+    configuration marked "(export)"."""
     header = [*leading, "configuration", "GPU ms", "TFLOP/s", "vs export"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, ranked in found.items():
@@ -96,7 +101,7 @@ def ranked_table(found: dict, flops, leading: tuple[str, ...] = ("B",)) -> list[
         for name, ms in ranked:
             lead = " | ".join(str(c) for c in cells)
             lines.append(
-                f"| {lead} | {name} | {ms:.4f} | {flops(cells[-1]) / ms / 1e9:.0f} | "
+                f"| {lead} | {name} | {ms:.4f} | {flops(key) / ms / 1e9:.0f} | "
                 f"{export / ms:.2f}x |"
             )
     return lines

@@ -33,6 +33,37 @@ for name, bias in biases.items():
 print(json.dumps(report))
 """
 
+# The backward's forms: two products in one launch, stored in rows (the gradient of x), and a
+# weight's gradient x^T @ d with d's column sums, in both layouts a weight may have.
+CHILD_BACKWARD = r"""
+import json
+import torch
+from mirai.export.fusions.few_rows import launch, weight_grad
+
+g = torch.Generator().manual_seed(1)
+e, m, k, n = 3, 21, 40, 72
+config = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1}
+def rel(got, expect):
+    return float((got.double() - expect).norm() / expect.norm())
+dg, du = (torch.randn(m, e, k, generator=g).transpose(0, 1) for _ in range(2))
+wg, wu = (torch.randn(e, n, k, generator=g).transpose(1, 2) for _ in range(2))  # [E, K, N] views
+got = launch(dg, wg, None, second=(du, wu), precision="ieee", config=config)
+expect = (dg.double() @ wg.double() + du.double() @ wu.double()).transpose(0, 1)
+report = {"two products": rel(got, expect), "rows shape": list(got.shape)}
+x = torch.randn(m, e, k, generator=g).transpose(0, 1)  # [E, M, K] seen in rows, as pffn's x
+d = torch.randn(e, m, n, generator=g)
+for name, like in {"row-major": torch.empty(e, k, n),
+                   "K-major": torch.empty(e, n, k).transpose(1, 2)}.items():
+    k_major = name == "K-major"
+    grad, sums = weight_grad(x, d, k_major=k_major, sums=True, precision="ieee", config=config)
+    report[name] = rel(grad, x.double().transpose(1, 2) @ d.double())
+    report[name + " strides"] = [list(grad.stride()), list(like.stride())]
+    report[name + " sums"] = rel(sums, d.double().sum(1, keepdim=True))
+grad, sums = weight_grad(x, d, k_major=True, sums=False, precision="ieee", config=config)
+report["no sums"] = [sums is None, rel(grad, x.double().transpose(1, 2) @ d.double())]
+print(json.dumps(report))
+"""
+
 
 def test_the_few_rows_kernel_computes_the_down_projection_in_rows():
     report = interpreted(CHILD)
@@ -42,16 +73,48 @@ def test_the_few_rows_kernel_computes_the_down_projection_in_rows():
         assert report[name] < 1e-6, report
 
 
+def test_the_backward_forms_of_the_kernel():
+    report = interpreted(CHILD_BACKWARD)
+    assert report["rows shape"] == [21, 3, 72], report
+    # fp32 sums of 40 (products) and 21 (weight gradients, column sums) terms
+    for name in ("two products", "row-major", "K-major", "row-major sums", "K-major sums"):
+        assert report[name] < 1e-6, report
+    for name in ("row-major", "K-major"):  # the gradient laid out as its weight
+        assert report[name + " strides"][0] == report[name + " strides"][1], report
+    assert report["no sums"][0] and report["no sums"][1] < 1e-6, report
+
+
 def test_the_sweep_grid_and_table():
     sys.path.insert(0, "bench")
-    from bench_few_rows import configurations, render_sweep
+    from bench_few_rows import FORMS, configurations, render, render_sweep
 
     # blocks of rows no larger than the rows need, beyond the smallest
-    assert {c["BLOCK_M"] for c in configurations(8)} == {16}
-    assert {c["BLOCK_M"] for c in configurations(64)} == {16, 32, 64}
+    assert {c["BLOCK_M"] for c in configurations("down", 8)} == {16}
+    assert {c["BLOCK_M"] for c in configurations("dx", 64)} == {16, 32, 64}
+    # a weight's gradient sums over the rows: K blocks no larger than they need
+    assert {c["BLOCK_K"] for c in configurations("dw_gate", 8)} == {16}
+    assert {c["BLOCK_K"] for c in configurations("dw_down", 64)} == {16, 32, 64}
     text = render_sweep(
-        {64: [("32x32x128 w4 s3", 0.0062), ("64x32x64 w4 s1 (export)", 0.0144)]}, "GPU, versions"
+        {
+            ("down", 64): [("32x32x128 w4 s3", 0.0062), ("64x32x64 w4 s1 (export)", 0.0144)],
+            ("dx", 64): [("32x32x128 w4 s3 (export)", 0.0100)],
+        },
+        "GPU, versions",
     )
-    assert "| 64 | 32x32x128 w4 s3 | 0.0062 | 43 | 2.32x |" in text, text
-    assert "| 64 | 64x32x64 w4 s1 (export) | 0.0144 | 19 | 1.00x |" in text, text
-    assert "12 at B = 64" not in text and "36 at B = 64" in text, text
+    assert "| form | B | configuration | GPU ms | TFLOP/s | vs export |" in text, text
+    assert "| down | 64 | 32x32x128 w4 s3 | 0.0062 | 43 | 2.32x |" in text, text
+    assert "| down | 64 | 64x32x64 w4 s1 (export) | 0.0144 | 19 | 1.00x |" in text, text
+    assert "| dx | 64 | 32x32x128 w4 s3 (export) | 0.0100 | 54 | 1.00x |" in text, text  # 2 GEMMs
+    assert "36 for down at B = 64" in text, text
+    row = {
+        "errors": {"Triton (export)": 1e-4, "cuBLAS + bias, transpose, sums (torch.compile)": 2e-4},
+        "ms": {"Triton (export)": 0.02, "cuBLAS + bias, transpose, sums (torch.compile)": 0.03},
+        "gpu_ms": {
+            "Triton (export)": 0.005,
+            "cuBLAS + bias, transpose, sums (torch.compile)": 0.01,
+        },
+    }
+    text = render({8: {form: row for form in FORMS}}, "GPU, versions")
+    assert "| form | B | candidate |" in text, text
+    assert "| dw_down | 8 | Triton (export) | 0.020 | 0.005 | 2.00x | 7 | 1.0e-04 |" in text, text
+    assert "dw_gate 8: 128x32x16 w4 s1" in text, text

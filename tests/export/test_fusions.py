@@ -335,6 +335,14 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
     forward = variants(tmp_path, "Fwd")
     last = {b: (v["launches"][-1].rsplit("_b", 1)[0], len(v["gemms"])) for b, v in forward.items()}
     assert last == {16: ("rows_kernel", 0), 300: ("gate_up_kernel", 1)}, last
+    # the backward at few rows: after silu_grad, x's gradient in one launch and each weight's with
+    # its bias's in one (the few_rows kernel; its two specializations named apart), no cuBLASLt
+    # GEMM and no kernel summing for the biases; past them five GEMMs
+    backward = {b: ([k.rsplit("_b", 1)[0] for k in v["launches"]], len(v["gemms"]))
+                for b, v in variants(tmp_path, "Bwd").items()}  # fmt: skip
+    few = ["silu_grad_kernel", "rows_kernel"] + ["rows_kernel_1"] * 3
+    assert backward[16] == (few, 0), backward
+    assert backward[300][1] == 5, backward
     rows = verify(pffn, small, tmp_path, batches=[3, 17, 400], device="cpu", runner=host)
     expected = ["output0"] + [f"grad {p}" for p in pffn.param_names]
     assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
@@ -363,10 +371,10 @@ def gemm_ops(directory, suffix: str) -> dict:
 
 def test_a_bmm_rows_build_computes_right_on_the_cpu(tmp_path, host):
     """pffn with gate_up and bmm_rows, training, bucketed: the forward ends with the gate/up kernel
-    (the down GEMM writes [B, E, D] with its bias in the epilogue); in the backward the input's
-    gradient is two GEMMs writing the input's layout, the second adding the first's result as its
-    C matrix (no kernel adds and transposes them); output and every gradient match float64
-    PyTorch."""
+    (the down GEMM writes [B, E, D] with its bias in the epilogue); in the backward past few rows
+    the input's gradient is two GEMMs writing the input's layout, the second adding the first's
+    result as its C matrix (no kernel adds and transposes them), at few rows (bucket 16) one
+    launch of the few_rows kernel; output and every gradient match float64 PyTorch."""
     mirai.build(
         pffn, small(16), output_dir=tmp_path, dynamic=True, fuse=("gate_up", "bmm_rows"),
         buckets=(16, 300), progress=False,
@@ -375,12 +383,15 @@ def test_a_bmm_rows_build_computes_right_on_the_cpu(tmp_path, host):
     assert manifest["fused"] == {"gate_up": 1, "bmm_rows": 1}
     for bucket, kernels in launches(tmp_path, "Fwd").items():
         assert kernels[-1].startswith("gate_up_kernel"), (bucket, kernels)
-    for suffix, expected in {
-        "Fwd": [("bmm_rows", "vector")],
-        "Bwd": [("bmm_rows", "none"), ("bmm_rows", "matrix")],
-    }.items():
+    expected = {
+        "Fwd": {16: [("bmm_rows", "vector")], 300: [("bmm_rows", "vector")]},
+        "Bwd": {16: [], 300: [("bmm_rows", "none"), ("bmm_rows", "matrix")]},
+    }
+    for suffix, by_bucket in expected.items():
         for bucket, gemms in gemm_ops(tmp_path, suffix).items():
-            assert [g for g in gemms if g[0] == "bmm_rows"] == expected, (suffix, bucket, gemms)
+            rows = [g for g in gemms if g[0] == "bmm_rows"]
+            assert rows == by_bucket[bucket], (suffix, bucket, gemms)
+    assert launches(tmp_path, "Bwd")[16].count("rows_kernel_b16") == 1
     rows = verify(pffn, small, tmp_path, batches=[3, 17, 400], device="cpu", runner=host)
     expected = ["output0"] + [f"grad {p}" for p in pffn.param_names]
     assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
@@ -438,10 +449,19 @@ def test_a_fused_llama_style_block_computes_right_on_the_cpu(tmp_path, host, mod
     for variant in manifest["ops"][forward]["variants"]:
         # one launch, no weight copies (bucketed kernels' names end in _b<bucket>)
         assert [k.rsplit("_b", 1)[0] for k in variant["launches"]] == ["gate_up_kernel"], variant
-    if mode == "training":  # GEMMs aside, the SiLU product's gradient and the sum of dx's halves:
-        backward = next(op for op in manifest["ops"] if op.endswith("Bwd"))  # weight gradients
-        for variant in manifest["ops"][backward]["variants"]:  # come out K-major, uncopied
-            assert len(variant["launches"]) == 2, variant["launches"]
+    if mode == "training":
+        backward = {
+            b: ([k.rsplit("_b", 1)[0] for k in v["launches"]], len(v["gemms"]))
+            for b, v in variants(tmp_path, "Bwd").items()
+        }
+        # past few rows (bucket 40: 120 rows), GEMMs aside, the SiLU product's gradient and the
+        # sum of dx's halves (weight gradients come out K-major, uncopied): two launches, six
+        # GEMMs; at few rows (12) dx's two GEMMs and the weights' gradients are three launches of
+        # the few_rows kernel, the down projection's two GEMMs left
+        assert backward[40][0][1:] == ["triton_poi_fused_add_bmm_1"], backward
+        assert len(backward[40][0]) == 2 and backward[40][1] == 6, backward
+        assert backward[4][0][1:] == ["rows_kernel", "rows_kernel_1", "rows_kernel_1"], backward
+        assert backward[4][1] == 2, backward
     rows = verify(fn, swiglu_small, tmp_path, batches=[2, 9, 41], device="cpu", runner=host)
     expected = ["output0"] + (
         [f"grad {p}" for p in swiglu_mlp.param_names] if mode == "training" else []

@@ -228,8 +228,15 @@ class _Recorder:
 
     # -- kernels ---------------------------------------------------------------------------------
     def triton(self, kernel_name, source_code, device_str="cuda", *args, **kwargs):
-        handle = _KernelHandle(self, kernel_name, source_code)
-        self.handles[kernel_name] = handle
+        # Inductor hands a user-defined kernel (a triton_op's) over under the name it was written
+        # under, each specialization (a stride of 1 made a constant) with a source of its own: a
+        # second one gets a name of its own, `<name>_<n>`, its function keeping the first.
+        name, n = kernel_name, 0
+        while name in self.kernels and self.kernels[name].source != source_code:
+            n += 1
+            name = f"{kernel_name}_{n}"
+        handle = _KernelHandle(self, name, source_code, function=kernel_name)
+        self.handles[name] = handle
         return handle
 
 
@@ -262,15 +269,16 @@ def config_dict(cfg) -> dict:
 
 
 class _KernelHandle:
-    def __init__(self, recorder: _Recorder, name: str, source: str):
+    def __init__(self, recorder: _Recorder, name: str, source: str, function: str):
         self.recorder = recorder
         self.name = name
-        self.autotuner = load_kernel(name, source)
-        cfg, origin = recorder.choose_config(name, source, self.autotuner, recorder.gpu_globals)
+        self.autotuner = load_kernel(function, source)
+        cfg, origin = recorder.choose_config(function, source, self.autotuner, recorder.gpu_globals)
         self.config = cfg
         recorder.kernels[name] = KernelSource(
-            name=name, source=source, config=config_dict(cfg), config_origin=origin
-        )
+            name=name, source=source, config=config_dict(cfg), config_origin=origin,
+            function="" if function == name else function,
+        )  # fmt: skip
 
     def run(self, *args, stream=None, **kwargs):
         from torch._inductor.runtime.triton_heuristics import GridExpr

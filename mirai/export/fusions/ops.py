@@ -13,6 +13,9 @@ kernel, which the capture records like any other. Registered on import (once per
   the Triton kernel of mirai.export.fusions.few_rows, whose launch costs the host less);
 - `mirai::silu_grad(d_y, w_down, gate, up)` -> (d_gate, d_up, their sums over rows): d_y @ w_down^T
   with SiLU's gradient in the epilogue (mirai.export.fusions.silu_grad);
+- `mirai::rows_pair(a, b, a2, b2)` -> a @ b + a2 @ b2 as [M, E, N], and `mirai::weight_grad(x, d,
+  k_major)` -> (x^T @ d, d's column sums): the backward's GEMMs at few rows (FEW_ROWS_BACKWARD or
+  less), as launches of the few_rows kernel rather than cuBLASLt calls;
 - `mirai::bmm_rows(a, b, bias, acc)` -> (a @ b + bias).transpose(0, 1) + acc, stored [M, E, N]: a
   batched GEMM whose result comes out with the batch inside the rows, as a layer over [M, E, K]
   inputs returns it. Not a Triton kernel: a plain operator that Inductor leaves to its own
@@ -35,8 +38,8 @@ import torch
 from torch import Tensor
 from torch.library import custom_op, triton_op, wrap_triton
 
+from mirai.export.fusions import few_rows
 from mirai.export.fusions.few_rows import FEW_ROWS
-from mirai.export.fusions.few_rows import launch as few_rows_launch
 from mirai.export.fusions.gate_up import SMALL_M, k_major, launch, size_hint
 from mirai.export.fusions.silu_grad import launch as silu_grad_launch
 
@@ -92,6 +95,12 @@ def _weight_grad(x, d, weight):
     return torch.bmm(x.transpose(1, 2), d)
 
 
+def _weight_grad_few(x, d, weight):
+    """(_weight_grad(x, d, weight), d's column sums [E, 1, N]) in one Triton launch."""
+    k_major = weight.stride(1) == 1 and weight.stride(2) != 1
+    return torch.ops.mirai.weight_grad(x, d, k_major)
+
+
 def _silu_mul_grad(d_out, gate, up):
     """The gradients of silu(gate) * up for the product's gradient `d_out`."""
     sig = torch.sigmoid(gate)
@@ -102,24 +111,41 @@ def _added(grad, more):
     return grad if more is None else grad + more
 
 
+def _few(x: Tensor) -> bool:
+    """Whether x [E, M, K] has few rows for the backward (FEW_ROWS_BACKWARD or less, by the size
+    traced): its GEMMs then run as the few_rows kernel, whose launches cost the host less than
+    cuBLASLt's."""
+    return size_hint(x.shape[1]) <= few_rows.FEW_ROWS_BACKWARD
+
+
 def _through_projections(ctx, dg, du, sums=None):
     """The gradients of the gate/up projections' inputs (x, w_gate, b_gate, w_up, b_up) for those of
     their results, `dg` and `du` [E, M, N]; `sums` gives the biases' gradients as [E, N] column sums
-    of both, where they were computed with them."""
+    of both, where they were computed with them. At few rows, three Triton launches
+    (mirai::rows_pair for x's gradient, mirai::weight_grad for each weight's with its bias's) take
+    the place of four cuBLASLt GEMMs."""
     x, w_gate, w_up = ctx.saved_tensors[:3]
     need = ctx.needs_input_grad
+    few = _few(x)
     dx = dwg = dbg = dwu = dbu = None
-    if need[0] and rows_major(x):  # in x's own layout, the second GEMM adding to the first's result
+    if need[0] and few:  # written [M, E, K]: x's own layout where it is rows-major
+        dx = torch.ops.mirai.rows_pair(dg, w_gate.transpose(1, 2), du, w_up.transpose(1, 2))
+        dx = dx.transpose(0, 1)
+    elif need[0] and rows_major(x):  # in x's layout, the second GEMM adding the first's result
         first = torch.ops.mirai.bmm_rows(dg, w_gate.transpose(1, 2), None, None)
         dx = torch.ops.mirai.bmm_rows(du, w_up.transpose(1, 2), None, first).transpose(0, 1)
     elif need[0]:
         dx = torch.bmm(dg, w_gate.transpose(1, 2)) + torch.bmm(du, w_up.transpose(1, 2))
-    if need[1]:
-        dwg = _weight_grad(x, dg, w_gate)
-    if need[3]:
-        dwu = _weight_grad(x, du, w_up)
     shape_g, shape_u = ctx.bias_shapes
     sum_g, sum_u = (dg, du) if sums is None else (s.unsqueeze(1) for s in sums)
+    if need[1] and few:
+        dwg, sum_g = _weight_grad_few(x, dg, w_gate)
+    elif need[1]:
+        dwg = _weight_grad(x, dg, w_gate)
+    if need[3] and few:
+        dwu, sum_u = _weight_grad_few(x, du, w_up)
+    elif need[3]:
+        dwu = _weight_grad(x, du, w_up)
     if need[2] and shape_g is not None:
         dbg = sum_g.sum_to_size(shape_g)
     if need[4] and shape_u is not None:
@@ -158,7 +184,7 @@ def gate_up_down_train(
     `b_down` [E, 1, D] stored as [M, E, D] (`mirai::bmm_rows`)."""
     out, gate, up = _run(x, w_gate, b_gate, w_up, b_up, residuals=True)
     if rows and size_hint(x.shape[1]) <= FEW_ROWS:  # a Triton launch costs the host less
-        y = few_rows_launch(out, w_down, b_down, precision=dot_precision(), run=wrap_triton)
+        y = few_rows.launch(out, w_down, b_down, precision=dot_precision(), run=wrap_triton)
         return y, out, gate, up
     if rows:
         return torch.ops.mirai.bmm_rows(out, w_down, b_down, None), out, gate, up
@@ -191,12 +217,35 @@ def _backward_down(ctx, d_y, d_out, d_gate, d_up):
         dg, du = _silu_mul_grad(d_h, gate, up)
         grads = _through_projections(ctx, _added(dg, d_gate), _added(du, d_up))
     need = ctx.needs_input_grad
-    d_w_down = torch.bmm(out.transpose(1, 2), d_y) if need[5] else None
-    d_b_down = d_y.sum(1, keepdim=True) if need[6] else None
+    d_w_down = d_b_down = None
+    if need[5] and _few(out):  # with the bias's gradient from the same launch
+        d_w_down, sums = _weight_grad_few(out, d_y, w_down)
+        d_b_down = sums if need[6] else None
+    elif need[5]:
+        d_w_down = torch.bmm(out.transpose(1, 2), d_y)
+    if need[6] and d_b_down is None:
+        d_b_down = d_y.sum(1, keepdim=True)
     return (*grads, d_w_down, d_b_down, None)
 
 
 gate_up_down_train.register_autograd(_backward_down, setup_context=_setup_context_down)
+
+
+@triton_op("mirai::rows_pair", mutates_args=())
+def rows_pair(a: Tensor, b: Tensor, a2: Tensor, b2: Tensor) -> Tensor:
+    """a @ b + a2 @ b2 (all [E, M, K] @ [E, K, N]) as [M, E, N], in one launch of the few_rows
+    kernel: at few rows, what `bmm_rows(a2, b2, None, bmm_rows(a, b, None, None))` computes in
+    two cuBLASLt GEMMs."""
+    return few_rows.launch(a, b, None, second=(a2, b2), precision=dot_precision(), run=wrap_triton)
+
+
+@triton_op("mirai::weight_grad", mutates_args=())
+def weight_grad(x: Tensor, d: Tensor, k_major: bool) -> tuple[Tensor, Tensor]:
+    """(x^T @ d [E, K, N], K-major with `k_major`; d's column sums [E, 1, N]) for x [E, M, K] and
+    d [E, M, N] at few rows M, in one launch of the few_rows kernel."""
+    return few_rows.weight_grad(
+        x, d, k_major=k_major, sums=True, precision=dot_precision(), run=wrap_triton
+    )
 
 
 # flexible_layout: the operator takes its operands in any layout (eager torch.bmm does; the capture
