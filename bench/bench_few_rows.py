@@ -22,7 +22,9 @@ transpose, the sums); eager PyTorch (cuBLAS).
 
 `--sweep` times the kernel alone in every configuration of a grid, per form and batch, and ranks
 them against the export's. Timing as in the other benches (mirai.gpu.timing: rounds, medians, CUDA
-graphs for GPU time). Results go on top of bench/RESULTS-few-rows.md (and $OUT when set). The
+graphs for GPU time), over a ring of operand sets that with their results fill twice the L2 cache
+(results.rotated): the weights' gradients ran 3x faster with one set, resident in L2, than inside
+pffn's op. Results go on top of bench/RESULTS-few-rows.md (and $OUT when set). The
 kernel's numbers are checked on the CPU, through Triton's interpreter, by
 tests/test_bench_few_rows.py and tests/export/test_fusions.py.
 """
@@ -43,7 +45,14 @@ from mirai.export.fusions.few_rows import (  # noqa: E402
     weight_config_for,
     weight_grad,
 )
-from results import candidates_report, kernel_bench, ranked_configs, ranked_table  # noqa: E402
+from results import (  # noqa: E402
+    candidates_report,
+    copies_for,
+    kernel_bench,
+    ranked_configs,
+    ranked_table,
+    rotated,
+)
 
 RESULTS = ROOT / "bench" / "RESULTS-few-rows.md"
 TITLE = "# few_rows benchmark"
@@ -105,6 +114,21 @@ def kernel(form: str, args, config=None):
     return lambda: weight_grad(*args, k_major=False, sums=True, precision="tf32", config=config)
 
 
+def operand_sets(form: str, batch: int, generator) -> list[tuple]:
+    """As many independent sets of the form's operands as, with their results, fill twice the
+    GPU's L2 cache (results.copies_for): the timed calls go round them (results.rotated), so that
+    no call finds its operands or its result's lines in L2, as none does inside an op."""
+    import torch
+
+    first = inputs(form, batch, generator)
+    result = kernel(form, first)()
+    outputs = result if isinstance(result, tuple) else (result,)
+    nbytes = sum(t.untyped_storage().nbytes() for t in (*first, *outputs) if t is not None)
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    count = copies_for(nbytes, l2)
+    return [first] + [inputs(form, batch, generator) for _ in range(count - 1)]
+
+
 def export_config(form: str, batch: int) -> dict:
     return config_for(batch) if form in ("down", "dx") else weight_config_for(batch)
 
@@ -124,20 +148,21 @@ def measure(batch: int, rounds: int) -> dict:
     g = torch.Generator(device="cuda").manual_seed(0)
     found = {}
     for form, ref in references().items():
-        args = inputs(form, batch, g)
+        sets = operand_sets(form, batch, g)
         torch._dynamo.reset()
         compiled = torch.compile(ref, mode="max-autotune-no-cudagraphs", dynamic=False)
-        expect = ref(*(a.double() for a in args))
+        expect = ref(*(a.double() for a in sets[0]))
         candidates = {
-            "Triton (export)": kernel(form, args),
-            PEER: lambda: compiled(*args),
-            "eager": lambda: ref(*args),
+            "Triton (export)": [kernel(form, args) for args in sets],
+            PEER: [partial(compiled, *args) for args in sets],
+            "eager": [partial(ref, *args) for args in sets],
         }
-        errors = {name: _error(fn(), expect) for name, fn in candidates.items()}
+        errors = {name: _error(calls[0](), expect) for name, calls in candidates.items()}
+        timed = {name: rotated(calls) for name, calls in candidates.items()}
         found[form] = {
             "errors": errors,
-            "ms": timed_side_by_side(candidates, rounds),
-            "gpu_ms": timed_side_by_side(candidates, rounds, graphs=True),
+            "ms": timed_side_by_side(timed, rounds),
+            "gpu_ms": timed_side_by_side(timed, rounds, graphs=True),
         }
     return found
 
@@ -177,11 +202,14 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
     found = {}
     for form in FORMS:
         for batch in batches:
-            args = inputs(form, batch, g)
+            sets = operand_sets(form, batch, g)
             grid = configurations(form, batch)
             export = label(export_config(form, batch))
-            print(f"{form} B={batch}:", flush=True)
-            call = partial(kernel, form, args)
+            print(f"{form} B={batch}: {len(sets)} operand sets", flush=True)
+
+            def call(config, sets=sets, form=form):
+                return rotated([kernel(form, args, config) for args in sets])
+
             found[form, batch] = ranked_configs(grid, label, call, export, rounds, top)
     return found
 
@@ -199,8 +227,9 @@ def render_sweep(found: dict, versions: str) -> str:
         "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Configuration sweep of "
         f"the few_rows kernel (`--sweep`): {sizes} configurations of block sizes "
-        "and stages, timed once each as CUDA graphs (GPU time), then the five best and the "
-        "export's own side by side in rounds (medians).",
+        "and stages, timed once each as CUDA graphs (GPU time) going round operand sets that "
+        "fill twice the L2 cache, then the five best and the export's own side by side in rounds "
+        "(medians).",
         "",
         *ranked_table(found, _flops, leading=("form", "B")),
     ]
@@ -213,7 +242,8 @@ def render(rows: dict, versions: str) -> str:
         TITLE,
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Milliseconds per call of "
         "pffn's GEMMs at few rows (the forms of this bench's docstring), per call / GPU time alone "
-        "(CUDA graphs); vs peer: the peer's GPU time / this GPU time; TFLOP/s of the GEMMs in GPU "
+        "(CUDA graphs), each candidate going round operand sets that fill twice the L2 cache; "
+        "vs peer: the peer's GPU time / this GPU time; TFLOP/s of the GEMMs in GPU "
         "time; relative error against float64 (the largest of a form's results).",
         keyed,
         PEER,

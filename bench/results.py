@@ -4,7 +4,8 @@ top and the earlier results kept below it (`record`); and the two tables of the 
 (bench_gate_up, bench_silu_grad, bench_few_rows): candidates against a peer (`candidates_table`,
 and the whole text around it, `candidates_report`) and a configuration sweep ranked against the
 export's own (`ranked_table`, from the timings `ranked_configs` takes), and their command line
-(`kernel_bench`).
+(`kernel_bench`); `rotated` and `copies_for` time a small kernel over operands that do not stay in
+the L2 cache.
 
     record(ROOT / "bench" / "RESULTS-pffn.md", text, "# pffn benchmark")
 
@@ -105,6 +106,31 @@ def ranked_table(found: dict, flops, leading: tuple[str, ...] = ("B",)) -> list[
                 f"{export / ms:.2f}x |"
             )
     return lines
+
+
+def rotated(calls: list):
+    """One callable that runs the next of `calls` each time, and keeps what each returned until its
+    turn comes round again. Timed as a CUDA graph of repeated calls, a ring of operand sets (and so
+    of results) larger than the L2 cache makes a kernel read and write memory as it does inside an
+    op, where one set alone stays in L2 between calls: bench_few_rows timed the gradient of a
+    weight (8 MB written) at 7.3 us so, against about 20 us in pffn's op."""
+    held = [None] * len(calls)
+    turn = [0]
+
+    def run():
+        i = turn[0]
+        turn[0] = (i + 1) % len(calls)
+        held[i] = calls[i]()
+        return held[i]
+
+    run.held = held  # what each call last returned
+    return run
+
+
+def copies_for(nbytes: int, l2_bytes: int, most: int = 64) -> int:
+    """How many operand sets of `nbytes` (operands and results) fill twice an L2 cache of
+    `l2_bytes` (torch.cuda.get_device_properties(...).L2_cache_size): at least 1, at most `most`."""
+    return max(1, min(most, -(-2 * l2_bytes // max(1, nbytes))))
 
 
 def ranked_configs(grid, label, call, export: str, rounds: int, top: int = 5) -> list:

@@ -7,7 +7,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from results import HISTORY, record  # noqa: E402
+from results import HISTORY, copies_for, record, rotated  # noqa: E402
+
+
+def test_rotated_goes_round_the_calls_and_holds_each_result_until_its_turn():
+    made = []
+
+    def make(i):
+        def call():
+            made.append(i)
+            return [i, len(made)]  # a new object each call
+
+        return call
+
+    run = rotated([make(i) for i in range(3)])
+    first = [run() for _ in range(3)]
+    assert made == [0, 1, 2] and first == [[0, 1], [1, 2], [2, 3]]
+    again = run()
+    assert made == [0, 1, 2, 0] and again == [0, 4]
+    # what calls 1 and 2 returned is still held (a CUDA graph's pool would hand its memory to the
+    # next call's result otherwise); call 0's first result was let go for its second
+    assert run.held == [[0, 4], [1, 2], [2, 3]]
+
+
+def test_copies_for_fills_twice_the_l2_cache():
+    assert copies_for(8 << 20, 50 << 20) == 13  # ceil(100 / 8)
+    assert copies_for(200 << 20, 50 << 20) == 1  # one set is larger than the cache already
+    assert copies_for(1, 50 << 20) == 64  # capped
 
 
 def test_new_results_go_on_top_and_the_earlier_ones_stay(tmp_path, monkeypatch):
