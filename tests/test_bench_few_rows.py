@@ -118,3 +118,46 @@ def test_the_sweep_grid_and_table():
     assert "| form | B | candidate |" in text, text
     assert "| dw_down | 8 | Triton (export) | 0.020 | 0.005 | 2.00x | 7 | 1.0e-04 |" in text, text
     assert "dw_gate 8: 128x32x16 w4 s1" in text, text
+
+
+def _weight_grad_ptx(mask_rows: bool) -> str:
+    """The PTX for sm_90 of rows_kernel as weight_grad launches it at pffn's shapes (a = x^T, whose
+    rows are its contiguous dimension; strides of 1 constants, the others multiples of 16)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from mirai.export.fusions.few_rows import WEIGHT_CONFIGS, rows_kernel
+
+    config = WEIGHT_CONFIGS[0][1]
+    flags = {"HAS_BIAS": False, "HAS_SECOND": False, "HAS_SUM": True, "MASK_ROWS": mask_rows}
+    ones = {"sa_m", "sb_n", "sa2_m", "sb2_n", "so_n", "ss_n"}
+    names = [p.name for p in rows_kernel.params]
+    constants = {"PRECISION": "tf32", **flags, **{n: 1 for n in ones}}
+    constants.update({k: v for k, v in config.items() if k.startswith("BLOCK_")})
+    signature = {
+        n: "constexpr" if n in constants else "*fp32" if n.endswith("_ptr") else "i32"
+        for n in names
+    }
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if n not in constants}
+    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    source = ASTSource(rows_kernel, signature, constants, attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+def test_a_weight_gradient_loads_x_transposed_as_vectors():
+    """x^T's rows are contiguous: masked rather than clamped (gate_up.rows_dot's MASK_ROWS), they
+    load 16 bytes at a time; clamped, Triton cannot see the contiguity and loads 4 bytes at a time.
+    """
+    import re
+
+    def loads(ptx):
+        return len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)), len(
+            re.findall(r"ld\.global(?:\.[a-z]+)*\.b32 ", ptx)
+        )
+
+    (v4_masked, scalar_masked), (v4_clamped, scalar_clamped) = map(
+        loads, (_weight_grad_ptx(True), _weight_grad_ptx(False))
+    )
+    assert scalar_masked == 0 and scalar_clamped > 0, (v4_masked, scalar_masked, scalar_clamped)
+    assert v4_masked > v4_clamped

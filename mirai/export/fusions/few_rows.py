@@ -57,7 +57,9 @@ CONFIGS = (
 # shapes and M = 8 (bench/RESULTS-few-rows.md: the gate/up weights' [8, 256, 1024] and the down
 # weight's [8, 1024, 256] gradients with their biases'), 4.7-4.8 us against 5.8-6.1 us for 64x64
 # tiles in 2 stages, the first configuration tried; one stage: both operands are read along their
-# rows (x^T and d), and are copied into the layout the tensor cores read without a pipeline.
+# rows (x^T and d), and are copied into the layout the tensor cores read without a pipeline. Those
+# timings (and bench/RESULTS-pffn.md's of the op) loaded x^T 4 bytes at a time; it now loads 16
+# (rows_dot's MASK_ROWS, tests/test_bench_few_rows.py), not yet timed on a GPU.
 WEIGHT_CONFIGS = (
     (None, {"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1}),
 )
@@ -85,14 +87,14 @@ def rows_kernel(
     so_e, so_m, so_n,
     ss_e, ss_n,
     PRECISION: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_SECOND: tl.constexpr,
-    HAS_SUM: tl.constexpr,
+    HAS_SUM: tl.constexpr, MASK_ROWS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """out[e] = a[e] @ b[e] (+ a2[e] @ b2[e]) (+ bias[e]) for a, a2 [E, M, K], b, b2 [E, K, N],
     bias [E, 1, N] (its strides sc_e, sc_n), through the output's strides; with HAS_SUM, also
     sum[e, n] = the sum of b[e][:, n] over K (strides ss_e, ss_n), written by the programs of the
     first row of tiles. One program per BLOCK_M x BLOCK_N tile (numbered as gate_up.tile_origin
-    does)."""
+    does); MASK_ROWS as gate_up.rows_dot takes it (for an `a` whose rows are contiguous)."""
     e, tm, n0 = tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N)
     m0 = tm * BLOCK_M
     rm = m0 + tl.arange(0, BLOCK_M)
@@ -100,12 +102,12 @@ def rows_kernel(
     n_ok = rn < N
     acc = rows_dot(
         a_ptr, b_ptr, e, rm, rn, M, N, K, sa_e, sa_m, sa_k, sb_e, sb_k, sb_n,
-        PRECISION, BLOCK_M, BLOCK_N, BLOCK_K,
+        PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, MASK_ROWS,
     )  # fmt: skip
     if HAS_SECOND:
         acc += rows_dot(
             a2_ptr, b2_ptr, e, rm, rn, M, N, K, sa2_e, sa2_m, sa2_k, sb2_e, sb2_k, sb2_n,
-            PRECISION, BLOCK_M, BLOCK_N, BLOCK_K,
+            PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, MASK_ROWS,
         )  # fmt: skip
     if HAS_BIAS:
         acc += tl.load(bias_ptr + e * sc_e + rn * sc_n, mask=n_ok, other=0.0)[None, :]
@@ -143,13 +145,16 @@ def _launch(a, b, out, *, second=None, bias=None, sums=None, cfg: dict, precisio
     a2, b2 = (a, b) if second is None else second
     sum_strides = (0, 0) if sums is None else (sums.stride(0), sums.stride(2))
     grid = (e * triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
+    # a's rows contiguous (x^T in weight_grad): masked, not clamped, so that they load as vectors
+    mask_rows = isinstance(a.stride(1), int) and a.stride(1) == 1
     kernel = rows_kernel if run is None else run(rows_kernel)
     kernel[grid](
         a, b, a2, b2, bias, out, a if sums is None else sums, m, n, k,
         *a.stride(), *b.stride(), *a2.stride(), *b2.stride(), *bias_strides, *out.stride(),
         *sum_strides,
         PRECISION=precision, HAS_BIAS=has_bias,
-        HAS_SECOND=second is not None, HAS_SUM=sums is not None, **blocks, **options,
+        HAS_SECOND=second is not None, HAS_SUM=sums is not None, MASK_ROWS=mask_rows,
+        **blocks, **options,
     )  # fmt: skip
 
 
