@@ -11,7 +11,7 @@ The stages, in order:
 
 - `make_buckets`: the buckets with their bounds;
 - `distinct_names`: each variant's kernels renamed apart (`<kernel>_b<sample>`), before compiling;
-- `share_identical`: after compiling, a kernel whose binaries equal an earlier variant's is dropped
+- `share_identical`: after compiling, a kernel whose binaries equal an earlier one's is dropped
   and its launches run the earlier one (the op embeds each binary once);
 - `plan_variants`: one ExportPlan whose ops hold a `Variant` per bucket, once every variant is shown
   to have the same interface (inputs, outputs, residuals, wiring): the forward op of one bucket
@@ -124,9 +124,11 @@ def _binary_key(kernel) -> tuple:
 
 
 def share_identical(variants, compiled: dict):
-    """(variants, compiled) with every kernel whose binaries equal those of an earlier variant's
-    kernel of the same graph dropped, its launches running the earlier one. `compiled`: graph ->
-    {kernel name: KernelBinaries} over every variant."""
+    """(variants, compiled) with every kernel whose binaries equal those of an earlier kernel of the
+    same graph dropped (an earlier variant's, or one of the same variant's: Inductor's
+    specializations of one user-defined kernel may compile alike), its launches running the
+    earlier one. `compiled`: graph -> {kernel name: KernelBinaries} over every variant. A build
+    without buckets passes its one capture as the one variant."""
     kept = {graph: {} for graph in compiled}
     seen = {graph: {} for graph in compiled}  # graph -> binary key -> kept name
     out = []

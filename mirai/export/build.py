@@ -200,6 +200,8 @@ def build(
             compiled = compile_all(kernels, targets, progress=step.advance, options=options)
         if variants is not None:
             variants, compiled = share_identical(variants, compiled)
+        else:  # two specializations of one user kernel may compile alike: one runs for both
+            [(_, cap)], compiled = share_identical([(None, cap)], compiled)
         timings["compile"] = time.perf_counter() - t
 
         t = time.perf_counter()
