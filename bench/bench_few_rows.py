@@ -50,7 +50,7 @@ from results import (  # noqa: E402
     copies_for,
     kernel_bench,
     ranked_configs,
-    ranked_table,
+    sweep_report,
     rotated,
 )
 
@@ -68,6 +68,11 @@ def reference(h, w_down, b_down):
     return (h @ w_down + b_down).transpose(0, 1).contiguous()
 
 
+def weight_reference(x, d):
+    """The weight forms in PyTorch: a weight's gradient and its bias's."""
+    return x.transpose(1, 2) @ d, d.sum(1, keepdim=True)
+
+
 def references():
     """{form: what it computes, in PyTorch}."""
     return {
@@ -75,8 +80,8 @@ def references():
         "dx": lambda dg, wg, du, wu: (dg @ wg.transpose(1, 2) + du @ wu.transpose(1, 2))
         .transpose(0, 1)
         .contiguous(),
-        "dw_gate": lambda x, d: (x.transpose(1, 2) @ d, d.sum(1, keepdim=True)),
-        "dw_down": lambda x, d: (x.transpose(1, 2) @ d, d.sum(1, keepdim=True)),
+        "dw_gate": weight_reference,
+        "dw_down": weight_reference,
     }
 
 
@@ -222,18 +227,17 @@ def _flops(key) -> int:
 
 def render_sweep(found: dict, versions: str) -> str:
     sizes = ", ".join(f"{len(configurations(f, b))} for {f} at B = {b}" for f, b in found)
-    lines = [
+    return sweep_report(
         TITLE,
-        "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Configuration sweep of "
         f"the few_rows kernel (`--sweep`): {sizes} configurations of block sizes "
         "and stages, timed once each as CUDA graphs (GPU time) going round operand sets that "
         "fill twice the L2 cache, then the five best and the export's own side by side in rounds "
         "(medians).",
-        "",
-        *ranked_table(found, _flops, leading=("form", "B")),
-    ]
-    return "\n".join(lines) + "\n"
+        found,
+        _flops,
+        leading=("form", "B"),
+    )
 
 
 def render(rows: dict, versions: str) -> str:

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from mirai.export.fusions.gate_up import SMALL_M, config_for, launch  # noqa: E402
-from results import candidates_report, kernel_bench, ranked_table  # noqa: E402
+from results import candidates_report, kernel_bench, sweep_report  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-gate-up.md"
 TITLE = "# gate/up benchmark"
@@ -207,9 +207,8 @@ def render_sweep(found: dict, versions: str) -> str:
     flops = lambda key: 2 * 2 * E * key[-1] * D * H  # noqa: E731  (two GEMMs; key: (variant, B))
     batches = sorted({batch for _, batch in found})
     sizes = ", ".join(f"{len(configurations(b))} configurations at B = {b}" for b in batches)
-    lines = [
+    return sweep_report(
         TITLE,
-        "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32; the weights as the "
         f"export reads them: as stored ([E, D, H]) at B <= {SMALL_M}, K-major copies above. "
         f"Configuration sweep of the fused kernel (`--sweep`): {sizes} (block sizes, warps "
@@ -217,10 +216,10 @@ def render_sweep(found: dict, versions: str) -> str:
         "time), the best three again as persistent grids (1, 2 and 3 programs per "
         "multiprocessor), then the five best and the export's own configuration side by side in "
         "rounds (medians). inference: the product alone; training: the product and both sums.",
-        "",
-        *ranked_table(found, flops, leading=("variant", "B")),
-    ]
-    return "\n".join(lines) + "\n"
+        found,
+        flops,
+        leading=("variant", "B"),
+    )
 
 
 def render(rows: dict, versions: str) -> str:

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from mirai.export.fusions.silu_grad import config_for, launch  # noqa: E402
-from results import candidates_report, kernel_bench, ranked_configs, ranked_table  # noqa: E402
+from results import candidates_report, kernel_bench, ranked_configs, sweep_report  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-silu-grad.md"
 TITLE = "# silu_grad benchmark"
@@ -142,18 +142,16 @@ def _flops(batch: int) -> int:
 
 
 def render_sweep(found: dict, versions: str) -> str:
-    lines = [
+    return sweep_report(
         TITLE,
-        "",
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Configuration sweep of "
         f"the fused kernel (`--sweep`): {len(configurations())} configurations of block sizes, "
         'warps, stages and where the epilogue loads gate and up ("early": before the GEMM), '
         "timed once each as CUDA graphs (GPU time), then the five best and the export's own side "
         "by side in rounds (medians).",
-        "",
-        *ranked_table(found, _flops),
-    ]
-    return "\n".join(lines) + "\n"
+        found,
+        _flops,
+    )
 
 
 def render(rows: dict, versions: str) -> str:

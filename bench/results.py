@@ -3,7 +3,8 @@ mirai.gpu.timing, which `mirai tune` uses too; `without_grad`), and recording Ma
 top and the earlier results kept below it (`record`); and the two tables of the kernel benches
 (bench_gate_up, bench_silu_grad, bench_few_rows): candidates against a peer (`candidates_table`,
 and the whole text around it, `candidates_report`) and a configuration sweep ranked against the
-export's own (`ranked_table`, from the timings `ranked_configs` takes), and their command line
+export's own (`ranked_table` and the text around it, `sweep_report`, from the timings
+`ranked_configs` takes), and their command line
 (`kernel_bench`); `rotated` and `copies_for` time a small kernel over operands that do not stay in
 the L2 cache.
 
@@ -87,6 +88,13 @@ def candidates_report(
         "",
         f"The fused kernel runs the export's configuration for each batch ({chosen}).",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def sweep_report(title: str, summary: str, found: dict, flops, leading=("B",)) -> str:
+    """A kernel bench's `--sweep` as Markdown: `title`, its dated `summary` paragraph and the
+    ranked table (`ranked_table`)."""
+    lines = [title, "", summary, "", *ranked_table(found, flops, leading)]
     return "\n".join(lines) + "\n"
 
 

@@ -86,19 +86,23 @@ def _setup_context(ctx, inputs, output):
     )
 
 
+def _k_major(weight) -> bool:
+    """Whether `weight` [E, K, N] is K-major (nn.Linear's [N, K] seen as [1, K, N])."""
+    return weight.stride(1) == 1 and weight.stride(2) != 1
+
+
 def _weight_grad(x, d, weight):
     """x^T @ d ([E, K, N]) laid out as `weight` is: a K-major weight (nn.Linear's [N, K] seen as
     [1, K, N]) gets its gradient K-major too, computed as (d^T @ x)^T, so that no copy turns it
     around before it reaches the weight."""
-    if weight.stride(1) == 1 and weight.stride(2) != 1:
+    if _k_major(weight):
         return torch.bmm(d.transpose(1, 2), x).transpose(1, 2)
     return torch.bmm(x.transpose(1, 2), d)
 
 
 def _weight_grad_few(x, d, weight):
     """(_weight_grad(x, d, weight), d's column sums [E, 1, N]) in one Triton launch."""
-    k_major = weight.stride(1) == 1 and weight.stride(2) != 1
-    return torch.ops.mirai.weight_grad(x, d, k_major)
+    return torch.ops.mirai.weight_grad(x, d, _k_major(weight))
 
 
 def _silu_mul_grad(d_out, gate, up):
