@@ -161,3 +161,20 @@ def test_a_weight_gradient_loads_x_transposed_as_vectors():
     )
     assert scalar_masked == 0 and scalar_clamped > 0, (v4_masked, scalar_masked, scalar_clamped)
     assert v4_masked > v4_clamped
+
+
+def test_operands_that_make_no_batched_gemm_are_refused_by_name():
+    import pytest
+    import torch
+
+    from mirai.export.fusions.few_rows import launch, weight_grad
+
+    a, b = torch.zeros(2, 5, 8), torch.zeros(2, 8, 3)
+    with pytest.raises(ValueError, match=r"few_rows.launch: shapes \(2, 5, 8\) and \(2, 7, 3\)"):
+        launch(a, torch.zeros(2, 7, 3), None, precision="ieee")
+    with pytest.raises(ValueError, match="the second product's shapes"):
+        launch(a, b, None, second=(torch.zeros(2, 4, 8), b), precision="ieee")
+    with pytest.raises(ValueError, match=r"few_rows.weight_grad: shapes \(2, 8, 5\) and"):
+        weight_grad(a, torch.zeros(2, 6, 3), k_major=False, sums=True, precision="ieee")
+    with pytest.raises(ValueError, match=r"few_rows.weight_grad: shapes \(5, 8\) and"):
+        weight_grad(torch.zeros(5, 8), b, k_major=False, sums=True, precision="ieee")

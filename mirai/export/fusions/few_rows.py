@@ -130,6 +130,21 @@ def _blocks(cfg: dict) -> tuple[dict, dict]:
     return blocks, options
 
 
+def _check(what: str, a, b, second=None) -> None:
+    """A clear error for operands that do not make a batched GEMM [E, M, K] @ [E, K, N] (and, with
+    `second`, a second one of the same shapes), before any kernel reads them."""
+    pairs = [(a, b)] + ([] if second is None else [tuple(second)])
+    for x, y in pairs:
+        if x.dim() != 3 or y.dim() != 3 or x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
+            raise ValueError(f"few_rows.{what}: shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    if second is not None and (pairs[1][0].shape != a.shape or pairs[1][1].shape != b.shape):
+        raise ValueError(
+            f"few_rows.{what}: the second product's shapes {tuple(pairs[1][0].shape)} and "
+            f"{tuple(pairs[1][1].shape)} differ from the first's {tuple(a.shape)} and "
+            f"{tuple(b.shape)}"
+        )
+
+
 def _launch(a, b, out, *, second=None, bias=None, sums=None, cfg: dict, precision: str, run):
     """rows_kernel over `out` [E, M, N] (a view through any strides): out = a @ b (+ second's
     product) (+ bias); `sums` [E, 1, N], where given, gets b's column sums."""
@@ -165,6 +180,7 @@ def launch(a, b, bias, *, second=None, precision: str, config=None, run=None):
     GEMM's result). `run` and `config` as in mirai.export.fusions.gate_up.launch."""
     import torch
 
+    _check("launch", a, b, second)
     e, m, _ = a.shape
     n = b.shape[2]
     cfg = config_for(size_hint(m)) if config is None else dict(config)
@@ -183,6 +199,7 @@ def weight_grad(x, d, *, k_major: bool, sums: bool, precision: str, config=None,
     (gradient, sums or None)."""
     import torch
 
+    _check("weight_grad", x.transpose(1, 2) if x.dim() == 3 else x, d)
     e, m, k = x.shape
     n = d.shape[2]
     cfg = weight_config_for(size_hint(m)) if config is None else dict(config)
