@@ -75,15 +75,15 @@ def test_gate_up_down_takes_the_down_bias_and_the_transpose_back_to_rows():
 def test_bmm_rows_takes_pffns_down_projection_with_its_bias():
     counts, targets = fused_calls(pffn, small(8), names=("bmm_rows",))
     assert counts == {"bmm_rows": 1}
-    assert "mirai.bmm_rows.default" in targets
-    assert sum("bmm" in t for t in targets) == 3  # the gate and up GEMMs, and mirai.bmm_rows
+    assert "mirai.rows_gemm.default" in targets
+    assert sum("bmm" in t for t in targets) == 2  # the gate and up GEMMs
     assert targets.count("transpose") == 1, targets  # the input's; the output's is gone
 
 
 def test_bmm_rows_after_gate_up_takes_what_gate_up_leaves():
     counts, targets = fused_calls(pffn, small(8), names=("gate_up", "bmm_rows"))
     assert counts == {"gate_up": 1, "bmm_rows": 1}
-    assert {"mirai.gate_up_silu_train.default", "mirai.bmm_rows.default"} <= set(targets)
+    assert {"mirai.gate_up_silu_train.default", "mirai.rows_gemm.default"} <= set(targets)
 
 
 @mirai.op(name="RowsCases")
@@ -109,7 +109,7 @@ def rows_inputs(batch):
 def test_bmm_rows_spellings_and_refusals():
     counts, targets = fused_calls(rows_cases, rows_inputs(4), names=("bmm_rows",))
     assert counts == {"bmm_rows": 2}
-    assert targets.count("mirai.bmm_rows.default") == 2, targets
+    assert targets.count("mirai.rows_gemm.default") == 2, targets
 
 
 def test_the_bmm_rows_operator_computes_and_differentiates_as_its_definition():
@@ -133,6 +133,24 @@ def test_the_bmm_rows_operator_computes_and_differentiates_as_its_definition():
         rows(a, b, bias[:, 0], None)
     with pytest.raises(ValueError, match="shapes"):
         rows(a, b.transpose(1, 2), None, None)
+
+
+def test_the_rows_gemm_operator_past_few_rows_is_bmm_rows():
+    """Fusion bmm_rows' operator, eager in float64 past FEW_ROWS rows (fewer run the few_rows
+    Triton kernel, float32 on a GPU, which the builds below check): bmm_rows' values and its
+    backward, gradcheck'd."""
+    from mirai.export.fusions.few_rows import FEW_ROWS
+
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(2, FEW_ROWS + 1, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(2, 3, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(2, 1, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    rows = torch.ops.mirai.rows_gemm
+    torch.testing.assert_close(rows(a, b, bias), (torch.bmm(a, b) + bias).transpose(0, 1))
+    assert torch.autograd.gradcheck(rows, (a, b, bias))
+    assert torch.autograd.gradcheck(lambda a, b: rows(a, b, None), (a, b))
+    with pytest.raises(ValueError, match=r"bias of shape \(2, 2\), not \(2, 1, 2\)"):
+        rows(a, b, bias[:, 0])
 
 
 def test_gate_up_down_leaves_an_inference_graph_as_gate_up_does():
@@ -370,8 +388,9 @@ def gemm_ops(directory, suffix: str) -> dict:
 
 
 def test_a_bmm_rows_build_computes_right_on_the_cpu(tmp_path, host):
-    """pffn with gate_up and bmm_rows, training, bucketed: the forward ends with the gate/up kernel
-    (the down GEMM writes [B, E, D] with its bias in the epilogue); in the backward past few rows
+    """pffn with gate_up and bmm_rows, training, bucketed: past few rows (bucket 300) the forward
+    ends with the gate/up kernel (the down GEMM writes [B, E, D] with its bias in the epilogue),
+    at few rows (bucket 16) with the few_rows kernel writing the same; in the backward past few rows
     the input's gradient is two GEMMs writing the input's layout, the second adding the first's
     result as its C matrix (no kernel adds and transposes them), at few rows (bucket 16) one
     launch of the few_rows kernel; output and every gradient match float64 PyTorch."""
@@ -381,10 +400,11 @@ def test_a_bmm_rows_build_computes_right_on_the_cpu(tmp_path, host):
     )  # fmt: skip
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["fused"] == {"gate_up": 1, "bmm_rows": 1}
-    for bucket, kernels in launches(tmp_path, "Fwd").items():
-        assert kernels[-1].startswith("gate_up_kernel"), (bucket, kernels)
+    last = {16: ["gate_up_kernel_b16", "rows_kernel_b16"], 300: ["gate_up_kernel_b300"]}
+    for bucket, kernels in launches(tmp_path, "Fwd").items():  # after the weights' K-major copies
+        assert kernels[-len(last[bucket]) :] == last[bucket], (bucket, kernels)
     expected = {
-        "Fwd": {16: [("bmm_rows", "vector")], 300: [("bmm_rows", "vector")]},
+        "Fwd": {16: [], 300: [("bmm_rows", "vector")]},
         "Bwd": {16: [], 300: [("bmm_rows", "none"), ("bmm_rows", "matrix")]},
     }
     for suffix, by_bucket in expected.items():
@@ -398,29 +418,47 @@ def test_a_bmm_rows_build_computes_right_on_the_cpu(tmp_path, host):
     assert all(r.ok for r in rows), table(rows)
 
 
-def test_bmm_rows_takes_its_operand_where_the_kernel_before_wrote_it(tmp_path):
+@pytest.mark.parametrize("batch, mode", [(16, "inference"), (16, "training"), (80, "training")])
+def test_bmm_rows_takes_its_operand_where_the_kernel_before_wrote_it(tmp_path, batch, mode):
     """The operator accepts any layout (its capture reads the strides), so Inductor hands it the
     product the SiLU kernel wrote, which the backward saves as well. Under torch's default for
     custom operators (exact strides) Inductor gave it a copy instead: the same kernel stored every
-    value twice, 262 MB more per forward at pffn's B = 8000."""
-    mirai.build(pffn, small(16), output_dir=tmp_path, fuse=("bmm_rows",), progress=False)
-    sources = sorted((tmp_path / "tf32" / "PffnFwd").glob("*.py"))
+    value twice, 262 MB more per forward at pffn's B = 8000. Past few rows (80) that is one cuBLASLt
+    GEMM; at few rows (16) the few_rows kernel, a user-defined Triton kernel, to which Inductor
+    gives operands in the strides traced: where the product is also saved for the backward, the
+    SiLU kernel then stores it twice (one store more than 80 rows need, at most 64 rows' worth);
+    where it is not (inference), once."""
+    fn = pffn if mode == "training" else pffn.for_inference()
+    mirai.build(fn, small(batch), output_dir=tmp_path, fuse=("bmm_rows",), progress=False)
+    suffix = "Fwd" if mode == "training" else "InferenceFwd"
+    (folder,) = (tmp_path / "tf32").glob(f"*{suffix}")
+    sources = sorted(folder.glob("*.py"))
+    few = batch <= 64
+    assert [p.name for p in sources if p.name == "rows_kernel.py"] == (["rows_kernel.py"] * few)
+    sources = [p for p in sources if p.name != "rows_kernel.py"]
     assert len(sources) == 1, sources  # gate and up biases, SiLU and product: one kernel
     assert "bmm_rows" not in sources[0].name, sources[0].name  # no copy for the operator
-    assert sources[0].read_text().count("tl.store(") == 1
-    gemms = [("bmm", "none"), ("bmm", "none"), ("bmm_rows", "vector")]
-    assert list(gemm_ops(tmp_path, "Fwd").values()) == [gemms]
+    stores = 2 if few and mode == "training" else 1
+    assert sources[0].read_text().count("tl.store(") == stores
+    gemms = [("bmm", "none"), ("bmm", "none")] + ([] if few else [("bmm_rows", "vector")])
+    assert list(gemm_ops(tmp_path, suffix).values()) == [gemms]
 
 
-def test_bmm_rows_spellings_compute_right_on_the_cpu(tmp_path, host):
+@pytest.mark.parametrize("batch", [6, 70])
+def test_bmm_rows_spellings_compute_right_on_the_cpu(tmp_path, host, batch):
     """A bias broadcast from [N] (stride 0 between the experts' bias vectors), none, and the GEMMs
     the fusion leaves alone, in one dynamic build (whose backward sums to one value: a reduction
-    kernel with xnumel = 1, which Triton takes as a constant and the wrapper still passes)."""
+    kernel with xnumel = 1, which Triton takes as a constant and the wrapper still passes); traced
+    at few rows (6: the few_rows kernel) and past them (70: cuBLASLt)."""
     mirai.build(
-        rows_cases, rows_inputs(6), output_dir=tmp_path, dynamic=True, fuse=("bmm_rows",),
+        rows_cases, rows_inputs(batch), output_dir=tmp_path, dynamic=True, fuse=("bmm_rows",),
         progress=False,
     )  # fmt: skip
-    rows = verify(rows_cases, rows_inputs, tmp_path, batches=[2, 6, 29], device="cpu", runner=host)
+    rows_gemms = [g for g in next(iter(gemm_ops(tmp_path, "Fwd").values())) if g[0] == "bmm_rows"]
+    assert len(rows_gemms) == (0 if batch <= 64 else 2), rows_gemms
+    rows = verify(
+        rows_cases, rows_inputs, tmp_path, batches=[2, 6, 29, 71], device="cpu", runner=host
+    )
     assert {r.name for r in rows} == {"output0", "grad x", "grad w", "grad b"}, table(rows)
     assert all(r.ok for r in rows), table(rows)
 

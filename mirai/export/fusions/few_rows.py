@@ -156,16 +156,19 @@ def _launch(a, b, out, *, second=None, bias=None, sums=None, cfg: dict, precisio
         bias = bias.expand(e, 1, n)
         bias_strides = (bias.stride(0), bias.stride(2))
     else:
-        bias, bias_strides = a, (0, 0)  # never read
-    a2, b2 = (a, b) if second is None else second
+        bias, bias_strides = out, (0, 0)  # never read
+    # Unused pointers get `out`, never `a`: Inductor stores an operand computed by a kernel of its
+    # own into a buffer for each argument that names it, so `a` passed again was `a` stored again.
+    a2, b2 = (out, out) if second is None else second
+    second_strides = (0,) * 6 if second is None else (*a2.stride(), *b2.stride())
     sum_strides = (0, 0) if sums is None else (sums.stride(0), sums.stride(2))
     grid = (e * triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
     # a's rows contiguous (x^T in weight_grad): masked, not clamped, so that they load as vectors
     mask_rows = isinstance(a.stride(1), int) and a.stride(1) == 1
     kernel = rows_kernel if run is None else run(rows_kernel)
     kernel[grid](
-        a, b, a2, b2, bias, out, a if sums is None else sums, m, n, k,
-        *a.stride(), *b.stride(), *a2.stride(), *b2.stride(), *bias_strides, *out.stride(),
+        a, b, a2, b2, bias, out, out if sums is None else sums, m, n, k,
+        *a.stride(), *b.stride(), *second_strides, *bias_strides, *out.stride(),
         *sum_strides,
         PRECISION=precision, HAS_BIAS=has_bias,
         HAS_SECOND=second is not None, HAS_SUM=sums is not None, MASK_ROWS=mask_rows,

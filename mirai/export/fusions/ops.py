@@ -187,11 +187,8 @@ def gate_up_down_train(
     """The down projection's result is `product @ w_down` [E, M, D]; with `rows`, that plus
     `b_down` [E, 1, D] stored as [M, E, D] (`mirai::bmm_rows`)."""
     out, gate, up = _run(x, w_gate, b_gate, w_up, b_up, residuals=True)
-    if rows and size_hint(x.shape[1]) <= FEW_ROWS:  # a Triton launch costs the host less
-        y = few_rows.launch(out, w_down, b_down, precision=dot_precision(), run=wrap_triton)
-        return y, out, gate, up
     if rows:
-        return torch.ops.mirai.bmm_rows(out, w_down, b_down, None), out, gate, up
+        return _product_rows(out, w_down, b_down), out, gate, up
     return torch.bmm(out, w_down), out, gate, up
 
 
@@ -252,6 +249,24 @@ def weight_grad(x: Tensor, d: Tensor, k_major: bool) -> tuple[Tensor, Tensor]:
     )
 
 
+def _product_rows(a: Tensor, b: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """a [E, M, K] @ b [E, K, N] (+ bias [E, 1, N]) as [M, E, N]: at few rows (FEW_ROWS or less,
+    by the size traced) one launch of the few_rows kernel, whose launch costs the host less than a
+    cuBLASLt call; else one cuBLASLt GEMM (`mirai::bmm_rows`)."""
+    if size_hint(a.shape[1]) <= FEW_ROWS:
+        return few_rows.launch(a, b, bias, precision=dot_precision(), run=wrap_triton)
+    return torch.ops.mirai.bmm_rows(a, b, bias, None)
+
+
+@triton_op("mirai::rows_gemm", mutates_args=())
+def rows_gemm(a: Tensor, b: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """Fusion bmm_rows' operator: a [E, M, K] @ b [E, K, N] (+ bias [E, 1, N]) as [M, E, N], as
+    `mirai::bmm_rows(a, b, bias, None)` computes it, run as the few_rows kernel at few rows
+    (`_product_rows`). Differentiable as bmm_rows is."""
+    _check_rows(a, b, bias, None)
+    return _product_rows(a, b, bias)
+
+
 # flexible_layout: the operator takes its operands in any layout (eager torch.bmm does; the capture
 # reads their strides), so Inductor passes the buffer a kernel wrote. Under torch's default for
 # custom operators (exact strides) it copied an operand not yet written, in the producing kernel.
@@ -285,7 +300,7 @@ def _check_rows(a, b, bias, acc) -> None:
 
 
 def _setup_context_rows(ctx, inputs, output):
-    a, b, _, _ = inputs
+    a, b = inputs[:2]  # bmm_rows' (a, b, bias, acc) or rows_gemm's (a, b, bias)
     ctx.save_for_backward(a, b)
 
 
@@ -296,10 +311,13 @@ def _backward_rows(ctx, d_out):
     d_a = torch.bmm(g, b.transpose(1, 2)) if need[0] else None
     d_b = torch.bmm(a.transpose(1, 2), g) if need[1] else None
     d_bias = g.sum(1, keepdim=True) if need[2] else None
+    if len(need) == 3:  # rows_gemm: no addend
+        return d_a, d_b, d_bias
     return d_a, d_b, d_bias, d_out if need[3] else None
 
 
 bmm_rows.register_autograd(_backward_rows, setup_context=_setup_context_rows)
+rows_gemm.register_autograd(_backward_rows, setup_context=_setup_context_rows)
 
 
 def rows_major(x: Tensor) -> bool:

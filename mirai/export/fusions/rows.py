@@ -2,8 +2,10 @@
 
     y = (torch.bmm(p, w) + bias).transpose(0, 1)      p [E, M, K], w [E, K, N], bias -> [E, 1, N]
 
-(a mixture of experts over x [M, E, K], returning [M, E, N]), becomes `mirai::bmm_rows(p, w, bias)`:
-one cuBLASLt GEMM that writes [M, E, N] directly, with the bias in its epilogue. Inductor would
+(a mixture of experts over x [M, E, K], returning [M, E, N]), becomes `mirai::rows_gemm(p, w, bias)`:
+one cuBLASLt GEMM that writes [M, E, N] directly, with the bias in its epilogue (`mirai::bmm_rows`),
+or, where the op is traced at few rows (FEW_ROWS or less), one launch of the few_rows Triton kernel
+writing the same, which costs the host less (mirai.export.fusions.few_rows). Inductor would
 write the GEMM's [E, M, N] result, then read it back in a kernel that adds the bias and transposes
 it (at pffn's B = 8000, 65 MB written and read again, and a launch). In a training graph the
 operator's backward reads the result's gradient where it lies, as [E, M, N] strides
@@ -117,7 +119,7 @@ def rewrite(gm, example_inputs) -> int:
         with gm.graph.inserting_before(transpose):
             bias = bias_as_rows(gm.graph, branch.bias, branch.weight)
             rows = gm.graph.call_function(
-                torch.ops.mirai.bmm_rows.default, (branch.x, branch.weight, bias, None)
+                torch.ops.mirai.rows_gemm.default, (branch.x, branch.weight, bias)
             )
         transpose.replace_all_uses_with(rows)
         for node in (transpose, *branch.nodes):
