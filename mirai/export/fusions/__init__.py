@@ -25,7 +25,8 @@ there the down GEMM's input gradient, SiLU's gradient and the biases' sums run a
 also takes the down projection's bias and the transpose back to [M, E, D] when they follow,
 running that GEMM in cuBLASLt or, at few rows, as a Triton kernel (mirai.export.fusions.few_rows).
 `bmm_rows` writes such a transposed GEMM result ([E, M, N] -> [M, E, N], pffn's output) from the
-GEMM itself, the bias in cuBLASLt's epilogue, instead of a kernel after it. The gate/up
+GEMM itself, the bias in cuBLASLt's epilogue, instead of a kernel after it (at few rows from the
+few_rows Triton kernel, as gate_up_down's forward does). The gate/up
 operators' backward writes the input's gradient the same way where the input is such a transposed
 view (two GEMMs, the second adding the first's result). Every default was checked on the GPU
 (tests/gpu/results/check_pffn_defaults.md, check_pffn_gate_up_down.md, check_pffn_bmm_rows.md;
@@ -89,7 +90,8 @@ FUSIONS = {  # in the order `apply` runs them: one that takes in another's patte
             _rows,
             "(torch.bmm(p, w) + bias).transpose(0, 1) over float32 [E, M, K] x [E, K, N] as one "
             "cuBLASLt GEMM writing the [M, E, N] result directly, the bias in its epilogue (no "
-            "kernel transposes it afterwards)",
+            "kernel transposes it afterwards); at few rows per expert (few_rows.FEW_ROWS), one Triton "
+            "kernel writing the same, whose launch costs the host less",
             default_for=frozenset({"inference"}),
         ),
         Fusion(

@@ -16,6 +16,9 @@ kernel, which the capture records like any other. Registered on import (once per
 - `mirai::rows_pair(a, b, a2, b2)` -> a @ b + a2 @ b2 as [M, E, N], and `mirai::weight_grad(x, d,
   k_major)` -> (x^T @ d, d's column sums): the backward's GEMMs at few rows (FEW_ROWS_BACKWARD or
   less), as launches of the few_rows kernel rather than cuBLASLt calls;
+- `mirai::rows_gemm(a, b, bias)` -> (a @ b + bias).transpose(0, 1), stored [M, E, N]: fusion
+  bmm_rows' operator, `mirai::bmm_rows` below or, at few rows (FEW_ROWS or less), the few_rows
+  kernel, as gate_up_down_train's down projection decides;
 - `mirai::bmm_rows(a, b, bias, acc)` -> (a @ b + bias).transpose(0, 1) + acc, stored [M, E, N]: a
   batched GEMM whose result comes out with the batch inside the rows, as a layer over [M, E, K]
   inputs returns it. Not a Triton kernel: a plain operator that Inductor leaves to its own
