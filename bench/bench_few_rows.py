@@ -144,8 +144,8 @@ def _error(got, expect) -> float:
     return float((got.double() - expect).norm() / expect.norm())
 
 
-def measure(batch: int, rounds: int) -> dict:
-    """{form: row} at `batch` (results.candidates_table's rows)."""
+def measure(batch: int, rounds: int, forms=FORMS) -> dict:
+    """{form: row} at `batch` (results.candidates_table's rows), for each of `forms`."""
     import torch
 
     from mirai.gpu.timing import timed_side_by_side
@@ -153,6 +153,8 @@ def measure(batch: int, rounds: int) -> dict:
     g = torch.Generator(device="cuda").manual_seed(0)
     found = {}
     for form, ref in references().items():
+        if form not in forms:
+            continue
         sets = operand_sets(form, batch, g)
         torch._dynamo.reset()
         compiled = torch.compile(ref, mode="max-autotune-no-cudagraphs", dynamic=False)
@@ -199,13 +201,14 @@ def label(config: dict) -> str:
     return "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} w{num_warps} s{num_stages}".format(**config)
 
 
-def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
-    """{(form, batch): [(label, GPU ms), ...] best first} (results.ranked_configs)."""
+def sweep(batches: list[int], rounds: int, top: int = 5, forms=FORMS) -> dict:
+    """{(form, batch): [(label, GPU ms), ...] best first} (results.ranked_configs), for each of
+    `forms`."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(0)
     found = {}
-    for form in FORMS:
+    for form in forms:
         for batch in batches:
             sets = operand_sets(form, batch, g)
             grid = configurations(form, batch)

@@ -181,16 +181,30 @@ def kernel_bench(argv, module, default_batches: str) -> int:
     parser.add_argument(
         "--sweep", action="store_true", help="rank the kernel's configurations (see above)"
     )
+    forms = getattr(module, "FORMS", None)  # a bench of several forms of its kernel
+    if forms:
+        parser.add_argument(
+            "--forms",
+            default=",".join(forms),
+            help=f"the forms to time, a comma list of {', '.join(forms)} (default: all)",
+        )
     args = parser.parse_args(argv)
+    which = {}
+    if forms:
+        which["forms"] = tuple(f for f in args.forms.split(",") if f)
+        unknown = [f for f in which["forms"] if f not in forms]
+        if unknown or not which["forms"]:
+            parser.error(f"--forms {args.forms!r}: choose from {', '.join(forms)}")
     torch.backends.cuda.matmul.allow_tf32 = True
     batches = [int(b) for b in args.batches.split(",")]
     versions = (
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
     )
     if args.sweep:
-        text = module.render_sweep(module.sweep(batches, args.rounds), versions)
+        text = module.render_sweep(module.sweep(batches, args.rounds, **which), versions)
     else:
-        text = module.render({b: module.measure(b, args.rounds) for b in batches}, versions)
+        rows = {b: module.measure(b, args.rounds, **which) for b in batches}
+        text = module.render(rows, versions)
     print(text)
     record(module.RESULTS, text, module.TITLE)
     return 0

@@ -178,3 +178,19 @@ def test_operands_that_make_no_batched_gemm_are_refused_by_name():
         weight_grad(a, torch.zeros(2, 6, 3), k_major=False, sums=True, precision="ieee")
     with pytest.raises(ValueError, match=r"few_rows.weight_grad: shapes \(5, 8\) and"):
         weight_grad(torch.zeros(5, 8), b, k_major=False, sums=True, precision="ieee")
+
+
+def test_the_bench_times_the_forms_it_is_given_and_refuses_others(capsys):
+    """`--forms` picks some of the bench's forms (a sweep of one weight gradient fits a short GPU
+    call); an unknown form is a usage error before anything runs."""
+    import pytest
+
+    sys.path.insert(0, "bench")
+    import bench_few_rows
+
+    with pytest.raises(SystemExit) as exit_:
+        bench_few_rows.main(["--sweep", "--forms", "dw_gate,nope"])
+    assert exit_.value.code == 2
+    assert (
+        "--forms 'dw_gate,nope': choose from down, dx, dw_gate, dw_down" in capsys.readouterr().err
+    )
