@@ -188,7 +188,8 @@ def gate_up_down_train(
     rows: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The down projection's result is `product @ w_down` [E, M, D]; with `rows`, that plus
-    `b_down` [E, 1, D] stored as [M, E, D] (`mirai::bmm_rows`)."""
+    `b_down` [E, 1, D] stored as [M, E, D] (`_product_rows`: the few_rows kernel or
+    `mirai::bmm_rows`)."""
     out, gate, up = _run(x, w_gate, b_gate, w_up, b_up, residuals=True)
     if rows:
         return _product_rows(out, w_down, b_down), out, gate, up
