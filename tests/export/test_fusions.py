@@ -338,10 +338,12 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
     """Training, bucketed: the backward's first kernel is the fused one (the down GEMM's input
     gradient, SiLU's gradient and the biases' partial sums); output and every gradient match
     float64 PyTorch at batches below, between and past the buckets (the partial sums' buffer has a
-    row per 64 rows of the batch: its size is symbolic)."""
+    row per 64 rows of the batch: its size is symbolic). Buckets 16 and 48 run the backward's
+    GEMMs in the few_rows kernel, each in its own weight-gradient configuration (48 rows: K blocks
+    of 32, the last one masked)."""
     mirai.build(
         pffn, small(16), output_dir=tmp_path, dynamic=True, fuse=("gate_up_down",),
-        buckets=(16, 300), progress=False,
+        buckets=(16, 48, 300), progress=False,
     )  # fmt: skip
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["fused"] == {"gate_up_down": 1}
@@ -352,7 +354,7 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
     # past them (bucket 300, after the gate/up kernel)
     forward = variants(tmp_path, "Fwd")
     last = {b: (v["launches"][-1].rsplit("_b", 1)[0], len(v["gemms"])) for b, v in forward.items()}
-    assert last == {16: ("rows_kernel", 0), 300: ("gate_up_kernel", 1)}, last
+    assert last == {16: ("rows_kernel", 0), 48: ("rows_kernel", 0), 300: ("gate_up_kernel", 1)}
     # the backward at few rows: after silu_grad, x's gradient in one launch and each weight's with
     # its bias's in one (the few_rows kernel; its two specializations named apart), no cuBLASLt
     # GEMM and no kernel summing for the biases; past them five GEMMs
@@ -360,8 +362,9 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
                 for b, v in variants(tmp_path, "Bwd").items()}  # fmt: skip
     few = ["silu_grad_kernel", "rows_kernel"] + ["rows_kernel_1"] * 3
     assert backward[16] == (few, 0), backward
+    assert backward[48] == (few, 0), backward
     assert backward[300][1] == 5, backward
-    rows = verify(pffn, small, tmp_path, batches=[3, 17, 400], device="cpu", runner=host)
+    rows = verify(pffn, small, tmp_path, batches=[3, 17, 40, 400], device="cpu", runner=host)
     expected = ["output0"] + [f"grad {p}" for p in pffn.param_names]
     assert sorted({r.name for r in rows}) == sorted(expected), table(rows)
     assert all(r.ok for r in rows), table(rows)

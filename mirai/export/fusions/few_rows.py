@@ -33,12 +33,12 @@ from mirai.export.fusions.gate_up import rows_dot, size_hint, tile_origin
 FEW_ROWS = 64
 # The same for the backward's GEMMs (mirai.export.fusions.ops): x's gradient in one launch and
 # each weight's with its bias's in one, five cuBLASLt GEMMs and three summing kernels becoming four
-# launches. Measured in pffn's op on an H100 (bench/RESULTS-pffn.md, GPU time of forward+backward
-# as CUDA graphs): at B = 8, 0.060 ms against 0.070 with cuBLASLt, host time of the backward 25 us
-# (1.19x its launches' floor) against 76 (1.94x); at 16, 0.065 against 0.068; at 64 slower,
-# 0.103 against 0.073 (the weights' gradients, 256 x 1024 tiles summed over 64 rows, took about
-# 20 us each in the op where cuBLASLt took 6-8).
-FEW_ROWS_BACKWARD = 16
+# launches. Measured in pffn's op on an H100 (bench/RESULTS-pffn.md): at B = 64 with the weight
+# gradients' first configuration (128x32x16, 1 stage) the backward took 1.13x its launches' floor in
+# host time (20 us) against 2.06x (69 us) with cuBLASLt, but was slower in GPU time (0.097 against
+# 0.073 ms forward+backward as CUDA graphs): each weight's gradient took 17 us where the sweep below
+# now finds 8-9 and cuBLASLt with its summing kernel 9-11 (bench/RESULTS-few-rows.md).
+FEW_ROWS_BACKWARD = 64
 # Configurations by rows, as gate_up.CONFIGS: the fastest of a sweep on an H100 at pffn's E = 8,
 # K = 1024, N = 256 (bench/RESULTS-few-rows.md; GPU time of the kernel as a CUDA graph): 6.0 us at
 # M = 8 and 6.2 us at M = 64, where torch's cuBLAS bmm took 10.4 and 9.4 us and baddbmm (with the
@@ -52,16 +52,18 @@ CONFIGS = (
 )
 
 
-# weight_grad's configuration (its K is the rows, at most FEW_ROWS_BACKWARD in the export): tiles
-# of a weight's gradient, the sum over rows short. The fastest of a sweep on an H100 at pffn's
-# shapes and M = 8 (bench/RESULTS-few-rows.md: the gate/up weights' [8, 256, 1024] and the down
-# weight's [8, 1024, 256] gradients with their biases'), 4.7-4.8 us against 5.8-6.1 us for 64x64
-# tiles in 2 stages, the first configuration tried; one stage: both operands are read along their
-# rows (x^T and d), and are copied into the layout the tensor cores read without a pipeline. Those
-# timings (and bench/RESULTS-pffn.md's of the op) loaded x^T 4 bytes at a time; it now loads 16
-# (rows_dot's MASK_ROWS, tests/test_bench_few_rows.py), not yet timed on a GPU.
+# weight_grad's configurations by rows (its K is the rows, at most FEW_ROWS_BACKWARD in the
+# export): tiles of a weight's gradient, the sum over rows short. The fastest of sweeps on an H100
+# at pffn's shapes (bench/RESULTS-few-rows.md: the gate/up weights' [8, 256, 1024] and the down
+# weight's [8, 1024, 256] gradients with their biases', operands cold in L2). At M = 8: 4.7-4.8 us
+# for 128x32 tiles over K blocks of 16 in one stage (one load round). At M = 64 that configuration
+# takes 17 us, four serial rounds of loads per tile with nothing in flight; 32x64 tiles over K
+# blocks of 32 in 3 stages take 8.1-9.3 us (32x128x64 in one stage 8.8-9.1), against 9-11 us for
+# cuBLAS with the bias's summing kernel. x^T's rows load 16 bytes at a time (rows_dot's MASK_ROWS,
+# tests/test_bench_few_rows.py).
 WEIGHT_CONFIGS = (
-    (None, {"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1}),
+    (16, {"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1}),
+    (None, {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}),
 )
 
 
