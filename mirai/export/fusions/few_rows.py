@@ -33,11 +33,11 @@ from mirai.export.fusions.gate_up import rows_dot, size_hint, tile_origin
 FEW_ROWS = 64
 # The same for the backward's GEMMs (mirai.export.fusions.ops): x's gradient in one launch and
 # each weight's with its bias's in one, five cuBLASLt GEMMs and three summing kernels becoming four
-# launches. Measured in pffn's op on an H100 (bench/RESULTS-pffn.md): at B = 64 with the weight
-# gradients' first configuration (128x32x16, 1 stage) the backward took 1.13x its launches' floor in
-# host time (20 us) against 2.06x (69 us) with cuBLASLt, but was slower in GPU time (0.097 against
-# 0.073 ms forward+backward as CUDA graphs): each weight's gradient took 17 us where the sweep below
-# now finds 8-9 and cuBLASLt with its summing kernel 9-11 (bench/RESULTS-few-rows.md).
+# launches. Measured in pffn's op (bench/RESULTS-pffn.md, GPU time of forward+backward as CUDA
+# graphs): at B = 64 on an H200, 0.069 ms against 0.070 with cuBLASLt, host time of the backward
+# 23 us (1.21x its launches' floor) where cuBLASLt's took 57-69 us on an H100 (1.52x-2.06x); at
+# B = 8 on an H100, 0.060 against 0.070 ms. At 64 rows the weights' gradients need their own tiles
+# (WEIGHT_CONFIGS): in those chosen at 8 rows the backward took 0.095 ms.
 FEW_ROWS_BACKWARD = 64
 # Configurations by rows, as gate_up.CONFIGS: the fastest of a sweep on an H100 at pffn's E = 8,
 # K = 1024, N = 256 (bench/RESULTS-few-rows.md; GPU time of the kernel as a CUDA graph): 6.0 us at
