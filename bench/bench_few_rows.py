@@ -45,9 +45,9 @@ from mirai.export.fusions.few_rows import (  # noqa: E402
     weight_config_for,
     weight_grad,
 )
+import results  # noqa: E402
 from results import (  # noqa: E402
     candidates_report,
-    copies_for,
     kernel_bench,
     ranked_configs,
     sweep_report,
@@ -120,18 +120,10 @@ def kernel(form: str, args, config=None):
 
 
 def operand_sets(form: str, batch: int, generator) -> list[tuple]:
-    """As many independent sets of the form's operands as, with their results, fill twice the
-    GPU's L2 cache (results.copies_for): the timed calls go round them (results.rotated), so that
-    no call finds its operands or its result's lines in L2, as none does inside an op."""
-    import torch
-
-    first = inputs(form, batch, generator)
-    result = kernel(form, first)()
-    outputs = result if isinstance(result, tuple) else (result,)
-    nbytes = sum(t.untyped_storage().nbytes() for t in (*first, *outputs) if t is not None)
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    count = copies_for(nbytes, l2)
-    return [first] + [inputs(form, batch, generator) for _ in range(count - 1)]
+    """The form's operand sets for timing (results.operand_sets: twice the L2 cache's worth)."""
+    return results.operand_sets(
+        lambda: inputs(form, batch, generator), lambda args: kernel(form, args)()
+    )
 
 
 def export_config(form: str, batch: int) -> dict:

@@ -17,8 +17,10 @@ Candidates, on identical inputs (E=8, D=256, H=1024, tf32, w_down as pffn stores
 - eager PyTorch.
 
 `--sweep` times the fused kernel alone in every configuration of a grid that fits the chip and ranks
-them per batch against the export's. Timing as in the other benches (mirai.gpu.timing: rounds,
-medians, CUDA graphs for GPU time). Results go on top of bench/RESULTS-silu-grad.md (and $OUT when
+them per batch against the export's; at few rows (FEW_ROWS or less) the grid has blocks of 16 and 32
+rows too. Timing as in the other benches (mirai.gpu.timing: rounds, medians, CUDA graphs for GPU
+time), every candidate going round operand sets that fill twice the L2 cache (results.rotated), as
+inside an op, where the kernel's operands come from other kernels. Results go on top of bench/RESULTS-silu-grad.md (and $OUT when
 set). The kernel's numbers are checked on the CPU, through Triton's interpreter, by
 tests/export/test_fusions.py.
 """
@@ -34,7 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from mirai.export.fusions.silu_grad import config_for, launch  # noqa: E402
-from results import candidates_report, kernel_bench, ranked_configs, sweep_report  # noqa: E402
+from results import (  # noqa: E402
+    candidates_report,
+    kernel_bench,
+    operand_sets,
+    ranked_configs,
+    rotated,
+    sweep_report,
+)
 
 RESULTS = ROOT / "bench" / "RESULTS-silu-grad.md"
 TITLE = "# silu_grad benchmark"
@@ -43,6 +52,9 @@ E, D, H = 8, 256, 1024
 # also holds a tile of gate and of up), which the grid's configurations must fit.
 SMEM_BYTES = 227 * 1024
 ACCUMULATOR_REGISTERS = 128
+# The batches at which the sweep's grid also has blocks of fewer rows than the kernel's first
+# configuration (64): pffn's backward at B = 8 and 16 spends a sixth of its GPU time in this kernel.
+FEW_ROWS = 64
 
 
 def reference(d_y, w_down, gate, up):
@@ -70,41 +82,54 @@ def fused(args, config=None):
     return lambda: launch(*args, precision="tf32", config=config)
 
 
+def sets_for(batch: int, generator) -> list[tuple]:
+    """Operand sets at `batch` for timing (results.operand_sets: twice the L2 cache's worth)."""
+    return operand_sets(lambda: inputs(batch, generator), lambda args: fused(args)())
+
+
 def measure(batch: int, rounds: int) -> dict:
     import torch
 
     from mirai.gpu.timing import timed_side_by_side
 
-    args = inputs(batch, torch.Generator(device="cuda").manual_seed(0))
+    sets = sets_for(batch, torch.Generator(device="cuda").manual_seed(0))
     torch._dynamo.reset()
     compiled = torch.compile(reference, mode="max-autotune-no-cudagraphs", dynamic=False)
-    expect = reference(*(a.double() for a in args))
+    expect = reference(*(a.double() for a in sets[0]))
     candidates = {
-        "fused (export)": fused(args),
-        "cuBLAS + fused pointwise and sums (torch.compile)": lambda: compiled(*args),
-        "eager": lambda: reference(*args),
+        "fused (export)": [fused(args) for args in sets],
+        "cuBLAS + fused pointwise and sums (torch.compile)": [partial(compiled, *a) for a in sets],
+        "eager": [partial(reference, *args) for args in sets],
     }
     errors = {}
-    for name, fn in candidates.items():
-        got = fn()
+    for name, calls in candidates.items():
+        got = calls[0]()
         errors[name] = max(float((g.double() - r).norm() / r.norm()) for g, r in zip(got, expect))
+    timed = {name: rotated(calls) for name, calls in candidates.items()}
     return {
         "errors": errors,
-        "ms": timed_side_by_side(candidates, rounds),
-        "gpu_ms": timed_side_by_side(candidates, rounds, graphs=True),
+        "ms": timed_side_by_side(timed, rounds),
+        "gpu_ms": timed_side_by_side(timed, rounds, graphs=True),
     }
 
 
-def configurations() -> list[dict]:
-    """The grid `--sweep` times: block shapes, warps and stages whose pipeline buffers (a tile of d_y
-    and one of w_down per stage, fp32) fit in shared memory and whose accumulator fits the register
-    budget, each with the epilogue's loads after the GEMM and before it (EARLY)."""
+def configurations(batch: int) -> list[dict]:
+    """The grid `--sweep` times at `batch` rows: block shapes, warps and stages whose pipeline
+    buffers (a tile of d_y and one of w_down per stage, fp32) fit in shared memory and whose
+    accumulator fits the register budget, each with the epilogue's loads after the GEMM and before
+    it (EARLY). At FEW_ROWS or less: blocks of 16 to 64 rows (none taller than needed, but 16),
+    narrower column blocks and one stage as well, 4 warps."""
+    if batch <= FEW_ROWS:
+        rows, columns, stages_, warps_ = (16, 32, 64), (32, 64, 128), (1, 3), (4,)
+        rows = tuple(bm for bm in rows if bm == 16 or bm <= batch)
+    else:
+        rows, columns, stages_, warps_ = (64, 128, 256), (64, 128, 256), (3, 4), (4, 8)
     grid = []
-    for bm in (64, 128, 256):
-        for bn in (64, 128, 256):
+    for bm in rows:
+        for bn in columns:
             for bk in (32, 64):
-                for warps in (4, 8):
-                    for stages in (3, 4):
+                for warps in warps_:
+                    for stages in stages_:
                         smem = stages * (bm * bk + bk * bn) * 4
                         registers = bm * bn // (32 * warps)
                         if smem <= SMEM_BYTES and registers <= ACCUMULATOR_REGISTERS:
@@ -127,13 +152,16 @@ def sweep(batches: list[int], rounds: int, top: int = 5) -> dict:
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(0)
-    grid = configurations()
     found = {}
     for batch in batches:
-        args = inputs(batch, g)
+        sets = sets_for(batch, g)
         export = label(config_for(batch))
-        print(f"B={batch}:", flush=True)
-        found[batch] = ranked_configs(grid, label, partial(fused, args), export, rounds, top)
+        print(f"B={batch}: {len(sets)} operand sets", flush=True)
+
+        def call(config, sets=sets):
+            return rotated([fused(args, config) for args in sets])
+
+        found[batch] = ranked_configs(configurations(batch), label, call, export, rounds, top)
     return found
 
 
@@ -142,13 +170,14 @@ def _flops(batch: int) -> int:
 
 
 def render_sweep(found: dict, versions: str) -> str:
+    sizes = ", ".join(f"{len(configurations(b))} at B = {b}" for b in found)
     return sweep_report(
         TITLE,
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Configuration sweep of "
-        f"the fused kernel (`--sweep`): {len(configurations())} configurations of block sizes, "
+        f"the fused kernel (`--sweep`): {sizes} configurations of block sizes, "
         'warps, stages and where the epilogue loads gate and up ("early": before the GEMM), '
-        "timed once each as CUDA graphs (GPU time), then the five best and the export's own side "
-        "by side in rounds (medians).",
+        "timed once each as CUDA graphs (GPU time) going round operand sets that fill twice the "
+        "L2 cache, then the five best and the export's own side by side in rounds (medians).",
         found,
         _flops,
     )
@@ -159,7 +188,8 @@ def render(rows: dict, versions: str) -> str:
         TITLE,
         f"{date.today().isoformat()}: {versions}; E={E} D={D} H={H}, tf32. Milliseconds per call of "
         "the down projection's input gradient, SiLU product's gradients and their row sums (the "
-        "start of pffn's backward), per call / GPU time alone (CUDA graphs); vs peer: the peer's "
+        "start of pffn's backward), per call / GPU time alone (CUDA graphs), each candidate "
+        "going round operand sets that fill twice the L2 cache; vs peer: the peer's "
         "GPU time / this GPU time; TFLOP/s of the GEMM in GPU time; the largest relative error of "
         "the four results against float64.",
         rows,

@@ -141,6 +141,21 @@ def copies_for(nbytes: int, l2_bytes: int, most: int = 64) -> int:
     return max(1, min(most, -(-2 * l2_bytes // max(1, nbytes))))
 
 
+def operand_sets(make, run) -> list[tuple]:
+    """As many independent operand sets from `make()` as, with the results `run(set)` gives (a
+    tensor or a tuple of them), fill twice the GPU's L2 cache (copies_for): timed calls that go
+    round them (rotated) find neither their operands nor their results' lines in L2, as none does
+    inside an op."""
+    import torch
+
+    first = make()
+    result = run(first)
+    outputs = result if isinstance(result, tuple) else (result,)
+    nbytes = sum(t.untyped_storage().nbytes() for t in (*first, *outputs) if t is not None)
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return [first] + [make() for _ in range(copies_for(nbytes, l2) - 1)]
+
+
 def ranked_configs(grid, label, call, export: str, rounds: int, top: int = 5) -> list:
     """[(label, GPU ms), ...] best first, for one kernel at one size: every configuration of `grid`
     timed once as a CUDA graph (`call(config)` gives what to time; configurations the chip cannot

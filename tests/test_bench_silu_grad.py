@@ -58,6 +58,29 @@ def test_the_sweep_table_ranks_against_the_export_configuration():
     )
     assert "| 8000 | 64x64x64 w4 s3 | 0.5000 | 67 | 1.20x |" in text, text
     assert "| 8000 | 128x128x32 w8 s3 (export) | 0.6000 | 56 | 1.00x |" in text, text
+    assert "84 at B = 8000 configurations" in text and "twice the L2 cache" in text, text
+
+
+def test_the_sweep_grid_has_short_blocks_at_few_rows_only():
+    """At few rows the grid has blocks of 16 rows (and of 32 and 64 where the batch has that many),
+    each fitting the chip; past FEW_ROWS the blocks start at 64 rows."""
+    import sys
+
+    sys.path.insert(0, "bench")
+    from bench_silu_grad import ACCUMULATOR_REGISTERS, FEW_ROWS, SMEM_BYTES, configurations
+
+    def heights(batch):
+        return sorted({c["BLOCK_M"] for c in configurations(batch)})
+
+    assert heights(8) == [16] and heights(32) == [16, 32] and heights(FEW_ROWS) == [16, 32, 64]
+    assert heights(FEW_ROWS + 1) == [64, 128, 256]
+    for batch in (8, FEW_ROWS, 8000):
+        for c in configurations(batch):
+            smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 4
+            assert smem <= SMEM_BYTES, c
+            assert c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"]) <= ACCUMULATOR_REGISTERS
+    one_stage = [c for c in configurations(8) if c["num_stages"] == 1]
+    assert one_stage and {c["EARLY"] for c in one_stage} == {False, True}
 
 
 def test_the_comparison_table_rates_candidates_against_the_peer_and_names_the_configuration():
