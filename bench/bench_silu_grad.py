@@ -17,12 +17,12 @@ Candidates, on identical inputs (E=8, D=256, H=1024, tf32, w_down as pffn stores
 - eager PyTorch.
 
 `--sweep` times the fused kernel alone in every configuration of a grid that fits the chip and ranks
-them per batch against the export's; at few rows (FEW_ROWS or less) the grid has blocks of 16 and 32
-rows too. Timing as in the other benches (mirai.gpu.timing: rounds, medians, CUDA graphs for GPU
+them per batch against the export's; at few rows (FEW_ROWS or less) its blocks are 16 to 64 rows
+tall. Timing as in the other benches (mirai.gpu.timing: rounds, medians, CUDA graphs for GPU
 time), every candidate going round operand sets that fill twice the L2 cache (results.rotated), as
-inside an op, where the kernel's operands come from other kernels. Results go on top of bench/RESULTS-silu-grad.md (and $OUT when
-set). The kernel's numbers are checked on the CPU, through Triton's interpreter, by
-tests/export/test_fusions.py.
+inside an op, where the kernel's operands come from other kernels. Results go on top of
+bench/RESULTS-silu-grad.md (and $OUT when set). The kernel's numbers are checked on the CPU,
+through Triton's interpreter, by tests/export/test_fusions.py.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import sys
 from types import SimpleNamespace
 
@@ -363,6 +364,14 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
     few = ["silu_grad_kernel", "rows_kernel"] + ["rows_kernel_1"] * 3
     assert backward[16] == (few, 0), backward
     assert backward[48] == (few, 0), backward
+    # the weights' gradients: one stage over K blocks of 16 at 16 rows, three over 32 at 48
+    op = next(
+        o for o in json.loads((tmp_path / "manifest.json").read_text())["ops"] if o.endswith("Bwd")
+    )
+    header = (tmp_path / f"{op}_kernels.h").read_text()
+    for bucket, stages in ((16, 1), (48, 3)):
+        config = re.search(rf"// rows_kernel_1_b{bucket}: config (.*)", header).group(1)
+        assert json.loads(config)["num_stages"] == stages, config
     assert backward[300][1] == 5, backward
     rows = verify(pffn, small, tmp_path, batches=[3, 17, 40, 400], device="cpu", runner=host)
     expected = ["output0"] + [f"grad {p}" for p in pffn.param_names]

@@ -36,8 +36,8 @@ FEW_ROWS = 64
 # launches. Measured in pffn's op (bench/RESULTS-pffn.md, GPU time of forward+backward as CUDA
 # graphs): at B = 64 on an H200, 0.069 ms against 0.070 with cuBLASLt, host time of the backward
 # 23 us (1.21x its launches' floor) where cuBLASLt's took 57-69 us on an H100 (1.52x-2.06x); at
-# B = 8 on an H100, 0.060 against 0.070 ms. At 64 rows the weights' gradients need their own tiles
-# (WEIGHT_CONFIGS): in those chosen at 8 rows the backward took 0.095 ms.
+# B = 8 on an H100, 0.060-0.064 against 0.070 ms. At 64 rows the weights' gradients need their
+# own tiles (WEIGHT_CONFIGS): in those chosen at 8 rows the backward took 0.095 ms.
 FEW_ROWS_BACKWARD = 64
 # Configurations by rows, as gate_up.CONFIGS: the fastest of a sweep on an H100 at pffn's E = 8,
 # K = 1024, N = 256 (bench/RESULTS-few-rows.md; GPU time of the kernel as a CUDA graph): 6.0 us at
