@@ -222,6 +222,74 @@ def test_the_local_cluster_of_make_cluster_starts_and_stops_whole(tmp_path):
     assert (tmp_path / "appendonlydir").is_dir()  # Redis kept its data append-only
 
 
+def test_a_worker_stopped_as_its_broker_goes_down_exits(tmp_path):
+    """`make cluster`'s Ctrl-C stops the workers and Redis together: a worker so stopped exits
+    (code 0) and does not try to reconnect. Whether its shutdown then meets the broker's error is
+    a race; the next test gives serve that error for certain."""
+    store = RedisServer(tmp_path)
+    store.start()
+    worker = start_worker(tmp_path, store.url, "stopping")
+    try:
+        deadline = time.monotonic() + 120
+        while "taking jobs" not in worker.log.read_text():
+            assert worker.proc.poll() is None, worker.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, worker.log.read_text()[-3000:]
+            time.sleep(0.2)
+        worker.proc.send_signal(signal.SIGTERM)
+        store.stop()
+        assert worker.proc.wait(60) == 0, worker.log.read_text()[-3000:]
+        assert "reconnecting" not in worker.log.read_text(), worker.log.read_text()[-3000:]
+    finally:
+        if worker.proc.poll() is None:
+            worker.kill()
+
+
+STOP_AS_BROKER_GOES = r"""
+import asyncio, json, signal
+import redis.exceptions
+from mirai.explorer.broker import node as node_module
+from mirai.explorer.settings import Settings
+
+calls = []
+
+class Node:
+    name = "stand-in"
+    async def start(self): pass
+    async def close(self): calls.append("close")
+
+class StandIn:  # arq's Worker as serve uses it
+    tasks, main_task = {}, None
+    def handle_sig(self, sig):  # the cancellation it makes is lost, as a broker's error replaced it
+        calls.append("handle_sig " + signal.Signals(sig).name)
+    async def main(self):
+        calls.append("main")
+        if calls.count("main") == 1:
+            raise redis.exceptions.ConnectionError("an outage")  # ridden out: main again
+        signal.raise_signal(signal.SIGTERM)
+        await asyncio.sleep(0.2)
+        raise redis.exceptions.ConnectionError("the broker stopped too")
+
+node_module.WorkerNode = lambda settings, name: Node()
+node_module.make_worker = lambda node: StandIn()
+node_module.RECONNECT_S = 0.01
+asyncio.run(asyncio.wait_for(node_module.serve(Settings(), "stand-in"), 20))
+print(json.dumps(calls))
+"""
+
+
+def test_a_worker_told_to_stop_takes_the_brokers_error_as_the_end():
+    """serve's own handling (stand-ins for the node and arq's worker, in a child process for its
+    signal handler): a broker's error is an outage to ride out, unless a stop signal came first;
+    then the worker closes and returns rather than reconnecting."""
+    child = subprocess.run(
+        [sys.executable, "-c", STOP_AS_BROKER_GOES], cwd=ROOT, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    calls = json.loads(child.stdout.strip().splitlines()[-1])
+    assert calls == ["main", "main", "handle_sig SIGTERM", "close"], (calls, child.stderr[-2000:])
+
+
 def child_pids(pid: int) -> list[int]:
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return [int(child) for child in children]

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                proc.kill()  # then reaped: nothing of the cluster outlives this process
+                proc.wait()
     return 0
 
 

@@ -147,19 +147,31 @@ async def serve(settings: Settings, name: str | None = None) -> None:
     """Run a worker node until SIGTERM or SIGINT; through Redis outages it reconnects."""
     node = WorkerNode(settings, name or default_name())
     worker: Worker | None = None
+    stopping = False
+
+    def stop(sig: signal.Signals) -> None:
+        nonlocal stopping
+        stopping = True
+        worker.handle_sig(sig)  # arq's: cancels the jobs and this task
+
     try:
         await node.start()
         worker = make_worker(node)
         worker.main_task = asyncio.current_task()  # what arq's shutdown cancels
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.handle_sig, sig)
+            loop.add_signal_handler(sig, stop, sig)
         log.info("worker %s: %d warm workers, taking jobs", node.name, settings.workers)
         while True:
             try:
                 await worker.main()
                 return
             except REDIS_ERRORS as err:
+                if stopping:
+                    # Told to stop as the broker went away (make cluster stops both at once):
+                    # the cancellation can surface as the broker's error, not as CancelledError.
+                    log.info("worker %s stopped; the broker had gone (%s)", node.name, err)
+                    return
                 log.warning("worker %s lost the broker (%s); reconnecting", node.name, err)
                 await asyncio.sleep(RECONNECT_S)
     except asyncio.CancelledError:
