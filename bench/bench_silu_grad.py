@@ -35,6 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+# FEW_ROWS: the export's bound for few rows, where the sweep's grid also has blocks shorter than the
+# kernel's first configuration (64 rows): pffn's backward at B = 8 spends a sixth of its GPU time
+# in this kernel.
+from mirai.export.fusions.few_rows import FEW_ROWS  # noqa: E402
 from mirai.export.fusions.silu_grad import config_for, launch  # noqa: E402
 from results import (  # noqa: E402
     candidates_report,
@@ -52,9 +56,6 @@ E, D, H = 8, 256, 1024
 # also holds a tile of gate and of up), which the grid's configurations must fit.
 SMEM_BYTES = 227 * 1024
 ACCUMULATOR_REGISTERS = 128
-# The batches at which the sweep's grid also has blocks of fewer rows than the kernel's first
-# configuration (64): pffn's backward at B = 8 and 16 spends a sixth of its GPU time in this kernel.
-FEW_ROWS = 64
 
 
 def reference(d_y, w_down, gate, up):

@@ -348,8 +348,8 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
     )  # fmt: skip
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["fused"] == {"gate_up_down": 1}
-    backward = next(op for op in manifest["ops"] if op.endswith("Bwd"))
-    for variant in manifest["ops"][backward]["variants"]:
+    backward_op = next(op for op in manifest["ops"] if op.endswith("Bwd"))
+    for variant in manifest["ops"][backward_op]["variants"]:
         assert sum(k.startswith("silu_grad_kernel") for k in variant["launches"]) == 1, variant
     # the down GEMM writes the result itself: a Triton kernel at few rows (bucket 16), cuBLASLt
     # past them (bucket 300, after the gate/up kernel)
@@ -365,10 +365,7 @@ def test_a_gate_up_down_build_computes_right_on_the_cpu(tmp_path, host):
     assert backward[16] == (few, 0), backward
     assert backward[48] == (few, 0), backward
     # the weights' gradients: one stage over K blocks of 16 at 16 rows, three over 32 at 48
-    op = next(
-        o for o in json.loads((tmp_path / "manifest.json").read_text())["ops"] if o.endswith("Bwd")
-    )
-    header = (tmp_path / f"{op}_kernels.h").read_text()
+    header = (tmp_path / f"{backward_op}_kernels.h").read_text()
     for bucket, stages in ((16, 1), (48, 3)):
         config = re.search(rf"// rows_kernel_1_b{bucket}: config (.*)", header).group(1)
         assert json.loads(config)["num_stages"] == stages, config
